@@ -1,0 +1,177 @@
+/* SPDX-License-Identifier: MIT */
+/* Public entry points: argument checks, URL dispatch to the transports. */
+#include <errno.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define ZL_API __attribute__((visibility("default")))
+
+static const struct zl_transport *const transports[] = {
+	&zl_transport_shm,
+	&zl_transport_tcp,
+	&zl_transport_unix,
+};
+
+ZL_API int zl_version(void) { return ZL_VERSION_NUM; }
+
+ZL_API const char *zl_strerror(int err)
+{
+	switch (err) {
+	case 0: return "success";
+	case -EAGAIN: return "would block (nothing ready; try again)";
+	case -ETIMEDOUT: return "timed out";
+	case -ECONNRESET: return "peer closed or died";
+	case -EPIPE: return "channel is shut down or failed";
+	case -EPROTO: return "protocol violation by the peer";
+	case -EMSGSIZE: return "message too large";
+	case -EINVAL: return "invalid argument";
+	case -EPROTONOSUPPORT: return "unknown or unsupported transport";
+	case -ECONNREFUSED: return "connection refused";
+	case -EADDRINUSE: return "address in use";
+	case -ENOMEM: return "out of memory";
+	case -EBUSY: return "busy (a reservation or peek is open)";
+	case -EPERM: return "permission denied (peer credentials)";
+	default:
+		if (err < 0 && err > -4096)
+			return strerror(-err); /* glibc returns static text for known codes */
+		return "unknown error";
+	}
+}
+
+static int resolve(const char *url, const struct zl_opts *opts, struct zl_url *u,
+		   struct zl_opts *o, const struct zl_transport **t)
+{
+	int rc = zl_url_parse(url, u);
+	if (rc) {
+		ZL_LOG(ZL_LOG_ERROR, "malformed URL '%s'", url ? url : "(null)");
+		return rc;
+	}
+	zl_opts_init(o);
+	if (opts) {
+		if (opts->size < offsetof(struct zl_opts, reserved))
+			return -EINVAL;
+		memcpy(o, opts, offsetof(struct zl_opts, reserved));
+		o->size = sizeof(*o);
+	}
+	rc = zl_opts_apply_url(o, u);
+	if (rc)
+		return rc;
+	for (size_t i = 0; i < sizeof(transports) / sizeof(transports[0]); i++)
+		if (!strcmp(transports[i]->scheme, u->scheme)) {
+			*t = transports[i];
+			return 0;
+		}
+	ZL_LOG(ZL_LOG_ERROR, "unknown transport '%s'", u->scheme);
+	return -EPROTONOSUPPORT;
+}
+
+ZL_API int zl_listen(const char *url, const struct zl_opts *opts, zl_listener **out)
+{
+	struct zl_url u;
+	struct zl_opts o;
+	const struct zl_transport *t;
+	if (!out)
+		return -EINVAL;
+	int rc = resolve(url, opts, &u, &o, &t);
+	return rc ? rc : t->listen(&u, &o, out);
+}
+
+ZL_API int zl_connect(const char *url, const struct zl_opts *opts, int64_t timeout_us,
+		      zl_channel **out)
+{
+	struct zl_url u;
+	struct zl_opts o;
+	const struct zl_transport *t;
+	if (!out)
+		return -EINVAL;
+	int rc = resolve(url, opts, &u, &o, &t);
+	return rc ? rc : t->connect(&u, &o, timeout_us, out);
+}
+
+ZL_API int zl_accept(zl_listener *l, int64_t timeout_us, zl_channel **out)
+{
+	if (!l || !out)
+		return -EINVAL;
+	return l->ops->accept(l, timeout_us, out);
+}
+
+ZL_API int zl_listener_fd(const zl_listener *l) { return l ? l->ops->fd(l) : -EINVAL; }
+
+ZL_API int zl_listener_url(const zl_listener *l, char *buf, size_t cap)
+{
+	if (!l || !buf || !cap)
+		return -EINVAL;
+	return l->ops->url(l, buf, cap);
+}
+
+ZL_API void zl_listener_close(zl_listener *l)
+{
+	if (l)
+		l->ops->close(l);
+}
+
+ZL_API void zl_close(zl_channel *ch)
+{
+	if (ch)
+		ch->ops->close(ch);
+}
+
+ZL_API int zl_send(zl_channel *ch, const void *buf, size_t len, int64_t timeout_us)
+{
+	if (!ch || (!buf && len))
+		return -EINVAL;
+	return ch->ops->send(ch, buf, len, timeout_us);
+}
+
+ZL_API int zl_recv(zl_channel *ch, void *buf, size_t cap, size_t *len, int64_t timeout_us)
+{
+	if (!ch || !len || (!buf && cap))
+		return -EINVAL;
+	return ch->ops->recv(ch, buf, cap, len, timeout_us);
+}
+
+ZL_API int zl_flush(zl_channel *ch, int64_t timeout_us)
+{
+	return ch ? ch->ops->flush(ch, timeout_us) : -EINVAL;
+}
+
+ZL_API int zl_send_reserve(zl_channel *ch, size_t len, void **ptr)
+{
+	if (!ch || !ptr)
+		return -EINVAL;
+	return ch->ops->reserve(ch, len, ptr);
+}
+
+ZL_API int zl_send_commit(zl_channel *ch, size_t len)
+{
+	return ch ? ch->ops->commit(ch, len) : -EINVAL;
+}
+
+ZL_API int zl_recv_peek(zl_channel *ch, const void **ptr, size_t *len, int64_t timeout_us)
+{
+	if (!ch || !ptr || !len)
+		return -EINVAL;
+	return ch->ops->peek(ch, ptr, len, timeout_us);
+}
+
+ZL_API int zl_recv_release(zl_channel *ch) { return ch ? ch->ops->release(ch) : -EINVAL; }
+
+ZL_API size_t zl_max_inline(const zl_channel *ch) { return ch ? ch->ops->max_inline(ch) : 0; }
+
+ZL_API int zl_wait_writable(zl_channel *ch, size_t len, int64_t timeout_us)
+{
+	return ch ? ch->ops->wait_writable(ch, len, timeout_us) : -EINVAL;
+}
+
+ZL_API int zl_channel_fd(zl_channel *ch) { return ch ? ch->ops->fd(ch) : -EINVAL; }
+
+ZL_API int zl_channel_info(const zl_channel *ch, struct zl_channel_info *info)
+{
+	if (!ch || !info)
+		return -EINVAL;
+	memset(info, 0, sizeof(*info));
+	info->peer_pid = -1;
+	ch->ops->info(ch, info);
+	return 0;
+}

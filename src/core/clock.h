@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: MIT */
+/* Deadlines and spinning, shared by every wait in the library. */
+#ifndef ZL_CLOCK_H
+#define ZL_CLOCK_H
+
+#include <stdint.h>
+#include <time.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+static inline void zl_cpu_relax(void) { _mm_pause(); }
+#elif defined(__aarch64__)
+static inline void zl_cpu_relax(void) { __asm__ volatile("yield" ::: "memory"); }
+#else
+static inline void zl_cpu_relax(void) { __asm__ volatile("" ::: "memory"); }
+#endif
+
+static inline int64_t zl_now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* A deadline in absolute microseconds: timeout 0 -> now, -1 -> never. */
+#define ZL_NEVER INT64_MAX
+static inline int64_t zl_deadline(int64_t timeout_us)
+{
+	if (timeout_us < 0)
+		return ZL_NEVER;
+	return zl_now_us() + timeout_us;
+}
+
+/* Microseconds left until deadline, for poll(2): -1 means forever. */
+static inline int zl_poll_ms(int64_t deadline)
+{
+	if (deadline == ZL_NEVER)
+		return -1;
+	int64_t left = deadline - zl_now_us();
+	if (left <= 0)
+		return 0;
+	left = (left + 999) / 1000;
+	return left > 1000000 ? 1000000 : (int)left;
+}
+
+/* The error for a wait that ran out: -EAGAIN for a poll, else -ETIMEDOUT. */
+#define ZL_TIMEOUT_ERR(timeout_us) ((timeout_us) == 0 ? -EAGAIN : -ETIMEDOUT)
+
+#endif

@@ -1,0 +1,75 @@
+/* SPDX-License-Identifier: MIT */
+/* Internal interfaces shared by the core and the transports. */
+#ifndef ZL_INTERNAL_H
+#define ZL_INTERNAL_H
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "zipline.h"
+#include "log.h"
+#include "url.h"
+
+#define ZL_UNUSED __attribute__((unused))
+#define ZL_LIKELY(x) __builtin_expect(!!(x), 1)
+#define ZL_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define ZL_CACHELINE 64
+
+/*
+ * Per-transport channel operations (the provider ops table, as in
+ * rdma-core). Every op returns 0 or -errno exactly as documented for the
+ * public call of the same name in zipline.h; the core validates arguments
+ * before calling them.
+ */
+struct zl_chan_ops {
+	int (*send)(zl_channel *ch, const void *buf, size_t len, int64_t timeout_us);
+	int (*recv)(zl_channel *ch, void *buf, size_t cap, size_t *len, int64_t timeout_us);
+	int (*flush)(zl_channel *ch, int64_t timeout_us);
+	int (*reserve)(zl_channel *ch, size_t len, void **ptr);
+	int (*commit)(zl_channel *ch, size_t len);
+	int (*peek)(zl_channel *ch, const void **ptr, size_t *len, int64_t timeout_us);
+	int (*release)(zl_channel *ch);
+	int (*wait_writable)(zl_channel *ch, size_t len, int64_t timeout_us);
+	int (*fd)(zl_channel *ch);
+	size_t (*max_inline)(const zl_channel *ch);
+	void (*info)(const zl_channel *ch, struct zl_channel_info *info);
+	void (*close)(zl_channel *ch);
+};
+
+/* Every channel starts with this header; transports embed it first. */
+struct zl_channel {
+	const struct zl_chan_ops *ops;
+};
+
+struct zl_listener_ops {
+	int (*accept)(zl_listener *l, int64_t timeout_us, zl_channel **out);
+	int (*fd)(const zl_listener *l);
+	int (*url)(const zl_listener *l, char *buf, size_t cap);
+	void (*close)(zl_listener *l);
+};
+
+struct zl_listener {
+	const struct zl_listener_ops *ops;
+};
+
+/* A transport: its URL scheme and how to make endpoints. */
+struct zl_transport {
+	const char *scheme;
+	int (*listen)(const struct zl_url *u, const struct zl_opts *o, zl_listener **out);
+	int (*connect)(const struct zl_url *u, const struct zl_opts *o,
+		       int64_t timeout_us, zl_channel **out);
+};
+
+extern const struct zl_transport zl_transport_shm;
+extern const struct zl_transport zl_transport_tcp;
+extern const struct zl_transport zl_transport_unix;
+
+/* Merge URL query parameters into a copy of the caller's options.
+ * -EINVAL on an unknown key or a bad value. */
+int zl_opts_apply_url(struct zl_opts *o, const struct zl_url *u);
+/* -EINVAL if the options are out of range. */
+int zl_opts_check(const struct zl_opts *o);
+
+#endif

@@ -1,0 +1,81 @@
+/* SPDX-License-Identifier: MIT */
+/* Option defaults, URL overrides and range checks. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+__attribute__((visibility("default")))
+void zl_opts_init(struct zl_opts *o)
+{
+	if (!o)
+		return;
+	memset(o, 0, sizeof(*o));
+	o->size = sizeof(*o);
+	o->ring_size = 1u << 20;
+	o->max_msg = 64ull << 20;
+	o->spin_us = 50;
+	o->handshake_timeout_us = 5000000;
+}
+
+static int parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out)
+{
+	char *end;
+	errno = 0;
+	long long v = strtoll(s, &end, 0);
+	if (errno || end == s || *end || v < lo || v > hi)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+int zl_opts_apply_url(struct zl_opts *o, const struct zl_url *u)
+{
+	for (int i = 0; i < u->nparams; i++) {
+		const char *k = u->params[i].key, *v = u->params[i].val;
+		int64_t x;
+		int rc;
+		if (!strcmp(k, "ring")) {
+			rc = parse_i64(v, 1, 1ll << 30, &x);
+			o->ring_size = (uint32_t)x;
+		} else if (!strcmp(k, "max_msg")) {
+			rc = parse_i64(v, 1, 1ll << 40, &x);
+			o->max_msg = (uint64_t)x;
+		} else if (!strcmp(k, "spin_us")) {
+			rc = parse_i64(v, -1, INT64_MAX, &x);
+			o->spin_us = x;
+		} else if (!strcmp(k, "busy_poll")) {
+			rc = parse_i64(v, 0, 1, &x);
+			o->busy_poll = (int)x;
+		} else if (!strcmp(k, "rpos_every")) {
+			rc = parse_i64(v, 0, 1ll << 30, &x);
+			o->rpos_every = (uint32_t)x;
+		} else if (!strcmp(k, "handshake_timeout_us")) {
+			rc = parse_i64(v, 1, INT64_MAX, &x);
+			o->handshake_timeout_us = x;
+		} else {
+			/* transport-specific keys are checked by the transport */
+			continue;
+		}
+		if (rc) {
+			ZL_LOG(ZL_LOG_ERROR, "bad value '%s' for URL option '%s'", v, k);
+			return rc;
+		}
+	}
+	return zl_opts_check(o);
+}
+
+int zl_opts_check(const struct zl_opts *o)
+{
+	if (o->ring_size < 4096 || o->ring_size > (1u << 30) ||
+	    (o->ring_size & (o->ring_size - 1))) {
+		ZL_LOG(ZL_LOG_ERROR, "ring size %u must be a power of two in 4 KiB..1 GiB",
+		       o->ring_size);
+		return -EINVAL;
+	}
+	if (o->max_msg == 0 || o->max_msg > (1ull << 40) || o->spin_us < -1 ||
+	    o->handshake_timeout_us <= 0 || o->rpos_every > o->ring_size / 2)
+		return -EINVAL;
+	return 0;
+}

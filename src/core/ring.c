@@ -1,0 +1,284 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The ring protocol: variable-size records in a power-of-two ring that the
+ * sender fills with one-sided writes and the receiver polls in memory.
+ *
+ * Record at absolute position P (offset P & mask, 8-byte aligned), layout
+ * LEN_FIRST (TAG_FIRST swaps the two header words):
+ *
+ *   [0]      len word: u32 len | u8 type << 32, upper 24 bits zero
+ *   [8]      htag = seq ^ key
+ *   [16]     payload, len bytes, padded to 8
+ *   [size-8] ftag = ~(seq ^ key)
+ *
+ * seq counts records from 0; key is a random 64-bit value with bit 63 set,
+ * chosen by the receiver per channel and known only to the two ends. A
+ * record never wraps: when it does not fit before the end of the ring the
+ * sender writes a PAD record to the end (or, if fewer than 24 bytes remain,
+ * both sides skip them by rule) and starts at offset 0.
+ *
+ * Why a stale or torn record is never delivered. The receiver delivers the
+ * record at P only if the htag at P equals seq ^ key AND the ftag at the end
+ * computed from its length equals ~(seq ^ key).
+ *
+ *  1. Tags never repeat. seq grows by one per record and stays below 2^63,
+ *     so every record's htag differs from every other record's htag, and the
+ *     same holds for ftags. An htag never equals any ftag: seq ^ key ==
+ *     ~(seq' ^ key) needs seq ^ seq' == ~0, impossible below 2^63. So no
+ *     header or footer left from an earlier lap can validate, whatever lap
+ *     it came from, and no zero-filled (never written) memory either: every
+ *     htag has bit 63 set. The originals zeroed every consumed byte to get
+ *     this; here nothing is zeroed and nothing depends on a lap count.
+ *  2. Stale payload bytes are arbitrary and could in principle hold the
+ *     right words at the right places. Both 64-bit tags depend on the key,
+ *     which the application never sees, so an accidental match has
+ *     probability 2^-64 per record; only the peer knows the key, and the
+ *     peer can send any bytes it likes anyway.
+ *  3. Completeness (no torn record):
+ *     - shm: the sender stores the len word, payload and ftag, then the htag
+ *       with release; the receiver loads the htag with acquire, so a valid
+ *       htag makes every earlier store visible. A wrong ftag behind a valid
+ *       htag is therefore a protocol violation (tag_last).
+ *     - RDMA, in-order placement (LEN_FIRST, one WRITE): bytes land in
+ *       address order, so a valid htag means the len word has landed, and a
+ *       valid ftag (the last word) means everything has.
+ *     - RDMA, no in-order placement (TAG_FIRST): the transport WRITEs
+ *       [P+8, end) and then the htag in a second WRITE; RC executes WRITEs
+ *       in order, so a valid htag means the record is complete (tag_last).
+ *  4. Reuse: the sender writes over bytes only below the receiver's
+ *     published read position, which moves past a record only after the
+ *     receiver consumed it; a peeked record stays intact until consumed.
+ *  5. Hostile input: the len word is read once, after the htag validated,
+ *     and checked (type known, length <= max payload, record inside the
+ *     ring, PAD ending exactly at the ring end) before any other access. A
+ *     read position from the receiver must lie between the last one seen
+ *     and the write position. Violations return -EPROTO, never an
+ *     out-of-bounds access.
+ *
+ * Lazy read position: the receiver publishes its position every
+ * publish_every bytes and whenever it is about to wait
+ * (zl_ring_rx_flush_rpos); the sender re-reads it only when its cached
+ * value leaves too little room.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "ring.h"
+
+static inline _Atomic uint64_t *word(const uint8_t *base, uint32_t off)
+{
+	return (_Atomic uint64_t *)(uintptr_t)(base + off);
+}
+
+static void layout_offsets(enum zl_ring_layout layout, uint8_t *tag_off, uint8_t *len_off)
+{
+	*tag_off = layout == ZL_LAYOUT_TAG_FIRST ? 0 : 8;
+	*len_off = layout == ZL_LAYOUT_TAG_FIRST ? 8 : 0;
+}
+
+void zl_ring_tx_init(struct zl_ring_tx *tx, void *stage, uint32_t size, uint64_t key,
+		     const _Atomic uint64_t *peer_rpos,
+		     int (*push)(void *, uint32_t, uint32_t), void *ctx)
+{
+	memset(tx, 0, sizeof(*tx));
+	tx->stage = stage;
+	tx->size = size;
+	tx->mask = size - 1;
+	tx->key = key;
+	tx->peer_rpos = peer_rpos;
+	tx->push = push;
+	tx->ctx = ctx;
+	layout_offsets(ZL_LAYOUT_LEN_FIRST, &tx->tag_off, &tx->len_off);
+}
+
+void zl_ring_tx_set_layout(struct zl_ring_tx *tx, enum zl_ring_layout layout)
+{
+	layout_offsets(layout, &tx->tag_off, &tx->len_off);
+}
+
+void zl_ring_rx_init(struct zl_ring_rx *rx, const void *buf, uint32_t size, uint64_t key,
+		     uint32_t publish_every, void (*publish)(void *, uint64_t), void *ctx)
+{
+	memset(rx, 0, sizeof(*rx));
+	rx->buf = buf;
+	rx->size = size;
+	rx->mask = size - 1;
+	rx->key = key;
+	rx->publish_every = publish_every ? publish_every : size / 4;
+	rx->publish = publish;
+	rx->ctx = ctx;
+	layout_offsets(ZL_LAYOUT_LEN_FIRST, &rx->tag_off, &rx->len_off);
+}
+
+void zl_ring_rx_set_layout(struct zl_ring_rx *rx, enum zl_ring_layout layout, bool tag_last)
+{
+	layout_offsets(layout, &rx->tag_off, &rx->len_off);
+	rx->tag_last = tag_last;
+}
+
+/* ---- sender ------------------------------------------------------------ */
+
+static int refresh_rpos(struct zl_ring_tx *tx)
+{
+	/* acquire: the receiver's reads of the old bytes happen before we
+	 * overwrite them */
+	uint64_t r = atomic_load_explicit(tx->peer_rpos, memory_order_acquire);
+	tx->rpos_reads++;
+	if (r < tx->rpos_cache || r > tx->wpos)
+		return -EPROTO;
+	tx->rpos_cache = r;
+	return 0;
+}
+
+/* Bytes needed at the current position for a record of rs bytes,
+ * including the filler up to the ring end when it does not fit. */
+static inline uint32_t bytes_needed(const struct zl_ring_tx *tx, uint32_t rs)
+{
+	uint32_t rem = tx->size - (uint32_t)(tx->wpos & tx->mask);
+	return rs <= rem ? rs : rem + rs;
+}
+
+static bool room_for(struct zl_ring_tx *tx, uint32_t need, int *err)
+{
+	*err = 0;
+	if (tx->size - (tx->wpos - tx->rpos_cache) >= need)
+		return true;
+	*err = refresh_rpos(tx);
+	return !*err && tx->size - (tx->wpos - tx->rpos_cache) >= need;
+}
+
+bool zl_ring_tx_has_room(struct zl_ring_tx *tx, uint32_t len, int *err)
+{
+	*err = 0;
+	if (len > zl_ring_max_payload(tx->size)) {
+		*err = -EMSGSIZE;
+		return false;
+	}
+	return room_for(tx, bytes_needed(tx, zl_rec_size(len)), err);
+}
+
+/* Write the record's header words and footer; the htag goes last with
+ * release so that on shm it publishes everything before it. */
+static int write_record(struct zl_ring_tx *tx, uint32_t off, uint32_t len, uint8_t type)
+{
+	uint32_t rs = zl_rec_size(len);
+	uint64_t tag = tx->seq ^ tx->key;
+	atomic_store_explicit(word(tx->stage, off + tx->len_off),
+			      (uint64_t)len | (uint64_t)type << 32, memory_order_relaxed);
+	atomic_store_explicit(word(tx->stage, off + rs - 8), ~tag, memory_order_relaxed);
+	atomic_store_explicit(word(tx->stage, off + tx->tag_off), tag, memory_order_release);
+	tx->seq++;
+	tx->wpos += rs;
+	return tx->push ? tx->push(tx->ctx, off, rs) : 0;
+}
+
+int zl_ring_tx_reserve(struct zl_ring_tx *tx, uint32_t len, uint8_t type, void **payload)
+{
+	if (tx->open)
+		return -EBUSY;
+	if (len > zl_ring_max_payload(tx->size))
+		return -EMSGSIZE;
+	uint32_t rs = zl_rec_size(len);
+	int err;
+	if (!room_for(tx, bytes_needed(tx, rs), &err))
+		return err ? err : -EAGAIN;
+	uint32_t off = (uint32_t)(tx->wpos & tx->mask);
+	uint32_t rem = tx->size - off;
+	if (rs > rem) {
+		if (rem >= ZL_REC_OVERHEAD) {
+			err = write_record(tx, off, rem - ZL_REC_OVERHEAD, ZL_REC_PAD);
+			if (err)
+				return err;
+		} else {
+			tx->wpos += rem; /* too short for a record: skipped by rule */
+		}
+		off = 0;
+	}
+	tx->open = true;
+	tx->res_off = off;
+	tx->res_len = len;
+	tx->res_type = type;
+	*payload = tx->stage + off + ZL_REC_HDR;
+	return 0;
+}
+
+int zl_ring_tx_commit(struct zl_ring_tx *tx, uint32_t len)
+{
+	if (!tx->open || len > tx->res_len)
+		return -EINVAL;
+	tx->open = false;
+	return write_record(tx, tx->res_off, len, tx->res_type);
+}
+
+void zl_ring_tx_abort(struct zl_ring_tx *tx)
+{
+	tx->open = false;
+}
+
+/* ---- receiver ---------------------------------------------------------- */
+
+static void publish(struct zl_ring_rx *rx)
+{
+	rx->published = rx->rpos;
+	rx->rpos_updates++;
+	rx->publish(rx->ctx, rx->rpos);
+}
+
+void zl_ring_rx_flush_rpos(struct zl_ring_rx *rx)
+{
+	if (rx->published != rx->rpos)
+		publish(rx);
+}
+
+static inline void advance(struct zl_ring_rx *rx, uint32_t rs)
+{
+	rx->rpos += rs;
+	rx->seq++;
+	if (rx->rpos - rx->published >= rx->publish_every)
+		publish(rx);
+}
+
+int zl_ring_rx_peek(struct zl_ring_rx *rx, const void **payload, uint32_t *len,
+		    uint8_t *type)
+{
+	for (;;) {
+		uint32_t off = (uint32_t)(rx->rpos & rx->mask);
+		uint32_t rem = rx->size - off;
+		if (rem < ZL_REC_OVERHEAD) {
+			rx->rpos += rem;
+			continue;
+		}
+		uint64_t tag = rx->seq ^ rx->key;
+		if (atomic_load_explicit(word(rx->buf, off + rx->tag_off), memory_order_acquire) != tag)
+			return -EAGAIN;
+		uint64_t lw = atomic_load_explicit(word(rx->buf, off + rx->len_off),
+						   memory_order_relaxed);
+		uint32_t n = (uint32_t)lw;
+		uint8_t t = (uint8_t)(lw >> 32);
+		if ((lw >> 40) || t == 0 || t > ZL_REC_TYPE_MAX ||
+		    n > zl_ring_max_payload(rx->size) || zl_rec_size(n) > rem ||
+		    (t == ZL_REC_PAD && zl_rec_size(n) != rem))
+			return -EPROTO;
+		uint32_t rs = zl_rec_size(n);
+		if (atomic_load_explicit(word(rx->buf, off + rs - 8), memory_order_acquire) != ~tag)
+			return rx->tag_last ? -EPROTO : -EAGAIN;
+		if (t == ZL_REC_PAD) {
+			advance(rx, rs);
+			continue;
+		}
+		rx->cur_size = rs;
+		*payload = rx->buf + off + ZL_REC_HDR;
+		*len = n;
+		*type = t;
+		return 0;
+	}
+}
+
+void zl_ring_rx_consume(struct zl_ring_rx *rx)
+{
+	uint32_t rs = rx->cur_size;
+	if (!rs)
+		return;
+	rx->cur_size = 0;
+	advance(rx, rs);
+}

@@ -1,0 +1,601 @@
+/* SPDX-License-Identifier: MIT */
+/* Channel operations over two rings; see ringchan.h for the wakeup protocol. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "ringchan.h"
+
+#define RC(ch) ((struct zl_ringchan *)(ch))
+#define ALIVE_EVERY_US 1000  /* liveness check period while waiting */
+#define ALIVE_EVERY_OPS 1024 /* ... and every so many sends or empty polls */
+#define CLOSE_LINGER_US 100000
+
+typedef int (*cond_fn)(struct zl_ringchan *rc, size_t arg);
+
+static int fail(struct zl_ringchan *rc, int err)
+{
+	if (!rc->err) {
+		rc->err = err;
+		ZL_LOG(ZL_LOG_ERROR, "%s channel failed: %s", rc->stats.transport,
+		       zl_strerror(err));
+	}
+	return err;
+}
+
+/* Error to report for a call on a channel that cannot carry data. */
+static int state_err(struct zl_ringchan *rc)
+{
+	if (rc->err == -EPROTO) {
+		rc->err = -EPIPE; /* report the violation once, then "failed" */
+		return -EPROTO;
+	}
+	return rc->err;
+}
+
+/* After a record: fence against the receiver's arm-then-recheck, then wake
+ * it if it sleeps. */
+static inline void notify_rx(struct zl_ringchan *rc)
+{
+	atomic_thread_fence(memory_order_seq_cst);
+	if (atomic_load_explicit(rc->peer_rx_sleeping, memory_order_relaxed) &&
+	    atomic_exchange_explicit(rc->peer_rx_sleeping, 0, memory_order_relaxed)) {
+		rc->stats.wakeups_sent++;
+		rc->link->wake(rc, ZL_DIR_RX);
+	}
+}
+
+static void core_publish(void *ctx, uint64_t rpos)
+{
+	struct zl_ringchan *rc = ctx;
+	rc->publish_rpos(rc, rpos);
+	atomic_thread_fence(memory_order_seq_cst);
+	if (atomic_load_explicit(rc->peer_tx_sleeping, memory_order_relaxed) &&
+	    atomic_exchange_explicit(rc->peer_tx_sleeping, 0, memory_order_relaxed)) {
+		rc->stats.wakeups_sent++;
+		rc->link->wake(rc, ZL_DIR_TX);
+	}
+}
+
+void zl_ringchan_init(struct zl_ringchan *rc, const struct zl_opts *o, const char *transport)
+{
+	rc->base.ops = &zl_ringchan_ops;
+	rc->opts = *o;
+	rc->rx.publish = core_publish;
+	rc->rx.ctx = rc;
+	uint32_t mf = zl_ring_max_payload(rc->tx.size) / 2;
+	rc->max_frag = mf & ~7u;
+	snprintf(rc->stats.transport, sizeof(rc->stats.transport), "%s", transport);
+	rc->stats.ring_size = rc->tx.size;
+	rc->stats.max_msg = o->max_msg;
+}
+
+void zl_ringchan_fini(struct zl_ringchan *rc)
+{
+	free(rc->pend);
+	free(rc->asm_buf);
+	rc->pend = rc->asm_buf = NULL;
+}
+
+/* Place one record; -EAGAIN when there is no room. FIRST records carry the
+ * total message length in their first 8 bytes. */
+static int put(struct zl_ringchan *rc, const void *p, uint32_t n, uint8_t type, uint64_t total)
+{
+	void *dst;
+	uint32_t rl = n + (type == ZL_REC_FIRST ? 8u : 0u);
+	int r = zl_ring_tx_reserve(&rc->tx, rl, type, &dst);
+	if (r)
+		return r == -EAGAIN ? r : fail(rc, r);
+	if (type == ZL_REC_FIRST) {
+		memcpy(dst, &total, 8);
+		dst = (uint8_t *)dst + 8;
+	}
+	if (n)
+		memcpy(dst, p, n);
+	r = zl_ring_tx_commit(&rc->tx, rl);
+	if (r)
+		return fail(rc, r);
+	notify_rx(rc);
+	return 0;
+}
+
+static int check_alive(struct zl_ringchan *rc)
+{
+	if (!rc->peer_closed && rc->link->alive(rc)) {
+		ZL_LOG(ZL_LOG_INFO, "%s peer went away", rc->stats.transport);
+		rc->peer_closed = true;
+	}
+	return rc->peer_closed ? -ECONNRESET : 0;
+}
+
+/*
+ * The wait policy: test cond; spin up to spin_us (checking liveness and
+ * publishing the read position now and then); then arm, re-test and sleep
+ * until woken; repeat until the deadline (0: test once; ZL_NEVER: forever).
+ */
+static int wait_for(struct zl_ringchan *rc, enum zl_dir d, int64_t deadline, cond_fn cond,
+		    size_t arg)
+{
+	int r = cond(rc, arg);
+	if (r != -EAGAIN)
+		return r;
+	if (deadline == 0) {
+		if (d == ZL_DIR_RX) {
+			zl_ring_rx_flush_rpos(&rc->rx);
+			if (rc->fd_mode) { /* make the fd fire on the next record */
+				rc->link->drain(rc);
+				if ((r = rc->link->arm(rc, d)))
+					return fail(rc, r);
+				atomic_thread_fence(memory_order_seq_cst);
+				if ((r = cond(rc, arg)) != -EAGAIN)
+					return r;
+			}
+		}
+		if (++rc->sends_since_check >= ALIVE_EVERY_OPS) {
+			rc->sends_since_check = 0;
+			if (check_alive(rc))
+				return cond(rc, arg);
+		}
+		return -ETIMEDOUT;
+	}
+	int64_t now = zl_now_us();
+	int64_t spin = rc->opts.spin_us;
+	int64_t spin_end = spin < 0 || now + spin > deadline ? deadline : now + spin;
+	int64_t next_check = now + ALIVE_EVERY_US;
+	for (;;) {
+		for (uint32_t i = 1;; i++) {
+			zl_cpu_relax();
+			if ((r = cond(rc, arg)) != -EAGAIN)
+				return r;
+			if (i % 64)
+				continue;
+			now = zl_now_us();
+			if (d == ZL_DIR_RX)
+				zl_ring_rx_flush_rpos(&rc->rx);
+			if (now >= next_check) {
+				next_check = now + ALIVE_EVERY_US;
+				if (check_alive(rc))
+					return cond(rc, arg);
+			}
+			if (now >= spin_end)
+				break;
+		}
+		if (now >= deadline)
+			return -ETIMEDOUT;
+		if (d == ZL_DIR_RX)
+			zl_ring_rx_flush_rpos(&rc->rx);
+		if ((r = rc->link->arm(rc, d)))
+			return fail(rc, r);
+		atomic_thread_fence(memory_order_seq_cst);
+		if ((r = cond(rc, arg)) != -EAGAIN)
+			return r;
+		rc->stats.sleeps++;
+		if (rc->link->sleep(rc, d, deadline)) {
+			rc->peer_closed = true;
+			return cond(rc, arg);
+		}
+		now = zl_now_us();
+		if (now >= deadline)
+			return (r = cond(rc, arg)) != -EAGAIN ? r : -ETIMEDOUT;
+		spin_end = spin < 0 || now + spin > deadline ? deadline : now + spin;
+	}
+}
+
+static int64_t deadline_of(int64_t timeout_us)
+{
+	return timeout_us == 0 ? 0 : zl_deadline(timeout_us);
+}
+
+static inline int timeout_err(int r, int64_t timeout_us)
+{
+	return r == -ETIMEDOUT && timeout_us == 0 ? -EAGAIN : r;
+}
+
+/* ---- sending ------------------------------------------------------------ */
+
+static int tx_room(struct zl_ringchan *rc, size_t len)
+{
+	if (rc->err)
+		return rc->err;
+	if (rc->peer_closed)
+		return -ECONNRESET;
+	int err;
+	if (zl_ring_tx_has_room(&rc->tx, (uint32_t)len, &err))
+		return 0;
+	return err ? fail(rc, err) : -EAGAIN;
+}
+
+/* Push the kept rest of a fragmented message until done or the deadline. */
+static int push_pending(struct zl_ringchan *rc, int64_t deadline)
+{
+	while (rc->pend) {
+		size_t left = rc->pend_len - rc->pend_off;
+		uint32_t n = left > rc->max_frag ? rc->max_frag : (uint32_t)left;
+		uint8_t type = n == left ? ZL_REC_LAST : ZL_REC_MID;
+		int r = put(rc, rc->pend + rc->pend_off, n, type, 0);
+		if (r == -EAGAIN && deadline)
+			r = wait_for(rc, ZL_DIR_TX, deadline, tx_room, n);
+		else if (!r) {
+			rc->pend_off += n;
+			if (rc->pend_off == rc->pend_len) {
+				free(rc->pend);
+				rc->pend = NULL;
+			}
+			continue;
+		}
+		if (r)
+			return r;
+	}
+	return 0;
+}
+
+static int send_check(struct zl_ringchan *rc)
+{
+	if (rc->err)
+		return state_err(rc);
+	if (rc->peer_closed)
+		return -ECONNRESET;
+	if (rc->tx.open)
+		return -EBUSY;
+	return 0;
+}
+
+static int send_fragmented(struct zl_ringchan *rc, const uint8_t *p, size_t len,
+			   int64_t deadline)
+{
+	uint32_t n = rc->max_frag - 8;
+	int r;
+	while ((r = put(rc, p, n, ZL_REC_FIRST, len)) == -EAGAIN)
+		if ((r = wait_for(rc, ZL_DIR_TX, deadline, tx_room, rc->max_frag)))
+			return r;
+	if (r)
+		return r;
+	size_t off = n;
+	while (off < len) {
+		size_t left = len - off;
+		n = left > rc->max_frag ? rc->max_frag : (uint32_t)left;
+		r = put(rc, p + off, n, n == left ? ZL_REC_LAST : ZL_REC_MID, 0);
+		if (r == -EAGAIN) {
+			r = wait_for(rc, ZL_DIR_TX, deadline, tx_room, n);
+			if (r == -ETIMEDOUT) { /* accepted: keep the rest */
+				rc->pend = malloc(left);
+				if (!rc->pend)
+					return fail(rc, -ENOMEM);
+				memcpy(rc->pend, p + off, left);
+				rc->pend_len = left;
+				rc->pend_off = 0;
+				return 0;
+			}
+			if (r)
+				return r;
+			continue;
+		}
+		if (r)
+			return r;
+		off += n;
+	}
+	return 0;
+}
+
+static int rc_send(zl_channel *ch, const void *buf, size_t len, int64_t timeout_us)
+{
+	struct zl_ringchan *rc = RC(ch);
+	int r = send_check(rc);
+	if (r)
+		return r;
+	if (len > rc->opts.max_msg)
+		return -EMSGSIZE;
+	if (ZL_UNLIKELY(++rc->sends_since_check >= ALIVE_EVERY_OPS)) {
+		rc->sends_since_check = 0;
+		if ((r = check_alive(rc)))
+			return r;
+	}
+	int64_t deadline = deadline_of(timeout_us);
+	if (rc->pend && (r = push_pending(rc, deadline)))
+		return timeout_err(r, timeout_us);
+	if (len <= zl_ring_max_payload(rc->tx.size)) {
+		while ((r = put(rc, buf, (uint32_t)len, ZL_REC_MSG, 0)) == -EAGAIN)
+			if ((r = wait_for(rc, ZL_DIR_TX, deadline, tx_room, len)))
+				return timeout_err(r, timeout_us);
+	} else {
+		r = send_fragmented(rc, buf, len, deadline);
+	}
+	if (!r) {
+		rc->stats.msgs_sent++;
+		rc->stats.bytes_sent += len;
+	}
+	return timeout_err(r, timeout_us);
+}
+
+static int rc_flush(zl_channel *ch, int64_t timeout_us)
+{
+	struct zl_ringchan *rc = RC(ch);
+	if (rc->err)
+		return state_err(rc);
+	return timeout_err(push_pending(rc, deadline_of(timeout_us)), timeout_us);
+}
+
+static int rc_reserve(zl_channel *ch, size_t len, void **ptr)
+{
+	struct zl_ringchan *rc = RC(ch);
+	int r = send_check(rc);
+	if (r)
+		return r;
+	if (len > zl_ring_max_payload(rc->tx.size) || len > rc->opts.max_msg)
+		return -EMSGSIZE;
+	if (rc->pend && (r = push_pending(rc, 0)))
+		return r == -ETIMEDOUT ? -EAGAIN : r;
+	r = zl_ring_tx_reserve(&rc->tx, (uint32_t)len, ZL_REC_MSG, ptr);
+	return r == -EPROTO ? fail(rc, r) : r;
+}
+
+static int rc_commit(zl_channel *ch, size_t len)
+{
+	struct zl_ringchan *rc = RC(ch);
+	if (!rc->tx.open || len > rc->tx.res_len)
+		return -EINVAL;
+	if (rc->err) {
+		zl_ring_tx_abort(&rc->tx);
+		return state_err(rc);
+	}
+	int r = zl_ring_tx_commit(&rc->tx, (uint32_t)len);
+	if (r)
+		return fail(rc, r);
+	notify_rx(rc);
+	rc->stats.msgs_sent++;
+	rc->stats.bytes_sent += len;
+	return 0;
+}
+
+static int rc_wait_writable(zl_channel *ch, size_t len, int64_t timeout_us)
+{
+	struct zl_ringchan *rc = RC(ch);
+	if (rc->err)
+		return state_err(rc);
+	if (len > zl_ring_max_payload(rc->tx.size))
+		return -EMSGSIZE;
+	return timeout_err(wait_for(rc, ZL_DIR_TX, deadline_of(timeout_us), tx_room, len),
+			   timeout_us);
+}
+
+/* ---- receiving ---------------------------------------------------------- */
+
+static int rx_ready(struct zl_ringchan *rc, size_t unused)
+{
+	(void)unused;
+	if (rc->err)
+		return rc->err;
+	if (rc->pend)
+		push_pending(rc, 0); /* keep our own big send moving meanwhile */
+	const void *p;
+	uint32_t n;
+	uint8_t t;
+	int r = zl_ring_rx_peek(&rc->rx, &p, &n, &t);
+	if (r == -EAGAIN && rc->peer_closed)
+		return -ECONNRESET;
+	return r == -EPROTO ? fail(rc, r) : r;
+}
+
+/* Wait for the next record and return it. CLOSE is handled here. */
+static int next_record(struct zl_ringchan *rc, int64_t deadline, const uint8_t **p,
+		       uint32_t *n, uint8_t *t)
+{
+	int r = wait_for(rc, ZL_DIR_RX, deadline, rx_ready, 0);
+	if (r)
+		return r == -EPROTO ? state_err(rc) : r;
+	zl_ring_rx_peek(&rc->rx, (const void **)p, n, t);
+	if (*t == ZL_REC_CLOSE) {
+		zl_ring_rx_consume(&rc->rx);
+		rc->peer_closed = true;
+		return -ECONNRESET;
+	}
+	return 0;
+}
+
+static int recv_check(struct zl_ringchan *rc)
+{
+	if (rc->err)
+		return state_err(rc);
+	return rc->peeked ? -EBUSY : 0;
+}
+
+static int protocol_error(struct zl_ringchan *rc, const char *what)
+{
+	ZL_LOG(ZL_LOG_ERROR, "%s peer sent %s", rc->stats.transport, what);
+	fail(rc, -EPROTO);
+	return state_err(rc);
+}
+
+/* Read the fragments after the first into buf[got, total). */
+static int recv_rest(struct zl_ringchan *rc, uint8_t *buf, size_t got, size_t total,
+		     int64_t deadline)
+{
+	while (got < total) {
+		const uint8_t *p;
+		uint32_t n;
+		uint8_t t;
+		int r = next_record(rc, deadline, &p, &n, &t);
+		if (r == -ETIMEDOUT) { /* keep what we have for the next call */
+			rc->asm_buf = malloc(total);
+			if (!rc->asm_buf)
+				return fail(rc, -ENOMEM);
+			memcpy(rc->asm_buf, buf, got);
+			rc->asm_total = total;
+			rc->asm_got = got;
+			rc->asm_active = true;
+			return r;
+		}
+		if (r)
+			return r;
+		if ((t != ZL_REC_MID && t != ZL_REC_LAST) || n > total - got ||
+		    (t == ZL_REC_LAST) != (n == total - got))
+			return protocol_error(rc, "a bad fragment");
+		memcpy(buf + got, p, n);
+		zl_ring_rx_consume(&rc->rx);
+		got += n;
+	}
+	return 0;
+}
+
+static int rc_recv(zl_channel *ch, void *buf, size_t cap, size_t *len, int64_t timeout_us)
+{
+	struct zl_ringchan *rc = RC(ch);
+	int r = recv_check(rc);
+	if (r)
+		return r;
+	int64_t deadline = deadline_of(timeout_us);
+	size_t total, got;
+	if (rc->asm_active) {
+		total = rc->asm_total;
+		if (total > cap) {
+			*len = total;
+			return -EMSGSIZE;
+		}
+		got = rc->asm_got;
+		memcpy(buf, rc->asm_buf, got);
+		free(rc->asm_buf);
+		rc->asm_buf = NULL;
+		rc->asm_active = false;
+	} else {
+		const uint8_t *p;
+		uint32_t n;
+		uint8_t t;
+		if ((r = next_record(rc, deadline, &p, &n, &t)))
+			return timeout_err(r, timeout_us);
+		if (t == ZL_REC_MSG) {
+			if (n > cap) {
+				*len = n;
+				return -EMSGSIZE;
+			}
+			memcpy(buf, p, n);
+			zl_ring_rx_consume(&rc->rx);
+			*len = n;
+			rc->stats.msgs_recv++;
+			rc->stats.bytes_recv += n;
+			return 0;
+		}
+		if (t != ZL_REC_FIRST || n < 8)
+			return protocol_error(rc, "a fragment out of order");
+		uint64_t tot;
+		memcpy(&tot, p, 8);
+		if (tot > rc->opts.max_msg || tot <= n - 8)
+			return protocol_error(rc, "a message beyond max_msg");
+		if (tot > cap) {
+			*len = (size_t)tot;
+			return -EMSGSIZE;
+		}
+		total = (size_t)tot;
+		got = n - 8;
+		memcpy(buf, p + 8, got);
+		zl_ring_rx_consume(&rc->rx);
+	}
+	r = recv_rest(rc, buf, got, total, deadline);
+	if (r)
+		return timeout_err(r, timeout_us);
+	*len = total;
+	rc->stats.msgs_recv++;
+	rc->stats.bytes_recv += total;
+	return 0;
+}
+
+static int rc_peek(zl_channel *ch, const void **ptr, size_t *len, int64_t timeout_us)
+{
+	struct zl_ringchan *rc = RC(ch);
+	int r = recv_check(rc);
+	if (r)
+		return r;
+	if (rc->asm_active) {
+		*len = rc->asm_total;
+		return -EMSGSIZE;
+	}
+	const uint8_t *p;
+	uint32_t n;
+	uint8_t t;
+	if ((r = next_record(rc, deadline_of(timeout_us), &p, &n, &t)))
+		return timeout_err(r, timeout_us);
+	if (t == ZL_REC_FIRST) {
+		uint64_t tot = 0;
+		if (n >= 8)
+			memcpy(&tot, p, 8);
+		*len = (size_t)tot;
+		return -EMSGSIZE;
+	}
+	if (t != ZL_REC_MSG)
+		return protocol_error(rc, "a fragment out of order");
+	rc->peeked = true;
+	*ptr = p;
+	*len = n;
+	return 0;
+}
+
+static int rc_release(zl_channel *ch)
+{
+	struct zl_ringchan *rc = RC(ch);
+	if (!rc->peeked)
+		return -EINVAL;
+	rc->peeked = false;
+	rc->stats.msgs_recv++;
+	rc->stats.bytes_recv += rc->rx.cur_size - ZL_REC_OVERHEAD;
+	zl_ring_rx_consume(&rc->rx);
+	return 0;
+}
+
+/* ---- the rest ---------------------------------------------------------- */
+
+static int rc_fd(zl_channel *ch)
+{
+	struct zl_ringchan *rc = RC(ch);
+	int fd = rc->link->fd(rc);
+	if (fd >= 0)
+		rc->fd_mode = true;
+	return fd;
+}
+
+static size_t rc_max_inline(const zl_channel *ch)
+{
+	const struct zl_ringchan *rc = (const struct zl_ringchan *)ch;
+	size_t m = zl_ring_max_payload(rc->tx.size);
+	return m < rc->opts.max_msg ? m : (size_t)rc->opts.max_msg;
+}
+
+static void rc_info(const zl_channel *ch, struct zl_channel_info *info)
+{
+	const struct zl_ringchan *rc = (const struct zl_ringchan *)ch;
+	int32_t pid = info->peer_pid;
+	*info = rc->stats;
+	if (!info->peer_pid)
+		info->peer_pid = pid;
+	info->rpos_updates = rc->rx.rpos_updates;
+	info->rpos_reads = rc->tx.rpos_reads;
+}
+
+static void rc_close(zl_channel *ch)
+{
+	struct zl_ringchan *rc = RC(ch);
+	if (!rc->err && !rc->peer_closed) {
+		/* flush what we accepted, then tell the peer in band so it reads
+		 * everything before it sees the end */
+		int64_t deadline = zl_now_us() + CLOSE_LINGER_US;
+		zl_ring_tx_abort(&rc->tx);
+		int r = push_pending(rc, deadline);
+		while (!r && (r = put(rc, NULL, 0, ZL_REC_CLOSE, 0)) == -EAGAIN)
+			r = wait_for(rc, ZL_DIR_TX, deadline, tx_room, 0);
+	}
+	rc->link->destroy(rc);
+}
+
+const struct zl_chan_ops zl_ringchan_ops = {
+	.send = rc_send,
+	.recv = rc_recv,
+	.flush = rc_flush,
+	.reserve = rc_reserve,
+	.commit = rc_commit,
+	.peek = rc_peek,
+	.release = rc_release,
+	.wait_writable = rc_wait_writable,
+	.fd = rc_fd,
+	.max_inline = rc_max_inline,
+	.info = rc_info,
+	.close = rc_close,
+};

@@ -1,0 +1,88 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A channel made of two rings, one per direction, over any transport that
+ * can place bytes in the peer's ring (shm today, RDMA next). This layer owns
+ * the wait policy (spin, then sleep until woken), wakeups, fragmentation,
+ * the zero-copy calls and failure handling; the transport supplies the
+ * ring primitives (see ring.h) and the link operations below.
+ *
+ * Wakeup protocol (an eventcount, both directions alike): a side about to
+ * sleep sets a flag the other side can read locally ("arm"), issues a full
+ * fence, and checks once more before sleeping. The other side, after making
+ * progress visible (a record, or a new read position), fences and checks
+ * the flag; if set, it clears it and wakes the sleeper through the link.
+ * The two fences make it impossible for both to miss each other.
+ */
+#ifndef ZL_RINGCHAN_H
+#define ZL_RINGCHAN_H
+
+#include "internal.h"
+#include "ring.h"
+
+enum zl_dir { ZL_DIR_RX = 0, ZL_DIR_TX = 1 };
+
+struct zl_ringchan;
+
+struct zl_ring_link_ops {
+	const char *name;
+	/* Set the flag that tells the peer this side sleeps waiting for data
+	 * (RX) or for room (TX). 0 or -errno. */
+	int (*arm)(struct zl_ringchan *rc, enum zl_dir d);
+	/* Wake the peer's receiver (RX) or its sender waiting for room (TX). */
+	int (*wake)(struct zl_ringchan *rc, enum zl_dir d);
+	/* Sleep until woken, the peer goes away, or the deadline (absolute
+	 * zl_now_us time, ZL_NEVER for none). 0 (woken or timed out) or
+	 * -ECONNRESET (peer gone). Consumes the wakeup. */
+	int (*sleep)(struct zl_ringchan *rc, enum zl_dir d, int64_t deadline);
+	/* Without blocking: 0 if the peer looks alive, else -ECONNRESET. */
+	int (*alive)(struct zl_ringchan *rc);
+	/* Drain a pending RX wakeup without blocking (fd mode). */
+	void (*drain)(struct zl_ringchan *rc);
+	/* The fd for zl_channel_fd (created on first call) or -errno. */
+	int (*fd)(struct zl_ringchan *rc);
+	/* Release the transport's resources and free rc. */
+	void (*destroy)(struct zl_ringchan *rc);
+};
+
+struct zl_ringchan {
+	struct zl_channel base;
+	const struct zl_ring_link_ops *link;
+	struct zl_ring_tx tx;
+	struct zl_ring_rx rx;
+	/* Flags in memory this side reads locally: the peer's receiver sleeps
+	 * (we wake it after a send), the peer's sender waits for room (we wake
+	 * it after publishing our read position). */
+	_Atomic uint32_t *peer_rx_sleeping;
+	_Atomic uint32_t *peer_tx_sleeping;
+	void (*publish_rpos)(struct zl_ringchan *rc, uint64_t rpos);
+
+	struct zl_opts opts;
+	uint32_t max_frag;      /* payload bytes per fragment */
+	int err;                /* sticky failure, 0 while healthy */
+	bool peer_closed;       /* CLOSE record seen or peer gone */
+	bool fd_mode;           /* zl_channel_fd was called */
+	bool peeked;            /* a zl_recv_peek is open */
+	uint32_t sends_since_check;
+
+	/* rest of a fragmented message accepted by zl_send */
+	uint8_t *pend;
+	size_t pend_len, pend_off;
+	/* partial fragmented message kept across a receive timeout */
+	uint8_t *asm_buf;
+	size_t asm_total, asm_got;
+	bool asm_active;
+
+	struct zl_channel_info stats;
+};
+
+/* Set up rc after the transport filled link, tx, rx, the flag pointers and
+ * publish_rpos; the ring's publish callback is routed through the core so
+ * that it can wake a sender waiting for room. */
+void zl_ringchan_init(struct zl_ringchan *rc, const struct zl_opts *o, const char *transport);
+
+/* Free the core's buffers (called by the transport's destroy). */
+void zl_ringchan_fini(struct zl_ringchan *rc);
+
+extern const struct zl_chan_ops zl_ringchan_ops;
+
+#endif

@@ -1,0 +1,553 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * shm://NAME: two rings in memfd memory on one host.
+ *
+ * Rendezvous: an abstract SOCK_SEQPACKET socket "\0zipline/NAME" (no file,
+ * nothing world-readable). Each side creates the ring it RECEIVES on (a
+ * sealed memfd: a control page, then the ring) and two eventfds (wake me
+ * for data, wake me for room), and sends them with its hello over
+ * SCM_RIGHTS. The peer is checked with SO_PEERCRED. The socket stays open
+ * as the liveness signal: EOF means the peer closed or died.
+ *
+ * Everything received is checked before use: hello size, magic, version,
+ * ring size, that the memfd has the promised size and can no longer shrink
+ * (so the peer cannot make our accesses fault), and that the wake fds are
+ * eventfds (so a write can never block).
+ */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "ringchan.h"
+
+#define SHM_MAGIC 0x4d534c5au /* "ZLSM" */
+#define CTL_SIZE 4096u
+
+struct shm_ctl {
+	_Alignas(64) _Atomic uint64_t rpos;       /* owner publishes */
+	_Alignas(64) _Atomic uint32_t rx_sleeping; /* owner sets, peer clears */
+	_Alignas(64) _Atomic uint32_t tx_sleeping; /* peer sets, owner clears */
+};
+
+struct shm_hello {
+	uint32_t magic;
+	uint16_t version;
+	uint16_t hello_size;
+	int32_t status;     /* 0, or -errno: why the acceptor refuses */
+	uint32_t ring_size; /* of the ring the sender of this hello receives on */
+	uint64_t key;
+	uint64_t max_msg;
+	uint32_t ctl_size;
+	uint32_t reserved;
+};
+
+enum { FD_MEM, FD_RX, FD_TX, NFDS };
+
+struct shm_side {
+	uint8_t *map;
+	size_t map_len;
+	int fd[NFDS]; /* memfd (closed after mmap), rx eventfd, tx eventfd */
+};
+
+struct shm_chan {
+	struct zl_ringchan rc;
+	int sock;
+	int epfd;
+	struct shm_side me, peer;
+};
+
+struct shm_listener {
+	struct zl_listener base;
+	int fd;
+	char name[256];
+	struct zl_opts opts;
+};
+
+#define SC(rc) ((struct shm_chan *)(rc))
+static inline struct shm_ctl *ctl_of(struct shm_side *s) { return (struct shm_ctl *)s->map; }
+
+/* ---- link operations -------------------------------------------------- */
+
+static int shm_arm(struct zl_ringchan *rc, enum zl_dir d)
+{
+	struct shm_chan *c = SC(rc);
+	if (d == ZL_DIR_RX)
+		atomic_store(&ctl_of(&c->me)->rx_sleeping, 1);
+	else
+		atomic_store(&ctl_of(&c->peer)->tx_sleeping, 1);
+	return 0;
+}
+
+static int shm_wake(struct zl_ringchan *rc, enum zl_dir d)
+{
+	uint64_t one = 1;
+	ssize_t w = write(SC(rc)->peer.fd[d == ZL_DIR_RX ? FD_RX : FD_TX], &one, 8);
+	(void)w; /* EAGAIN: the counter is already nonzero, the peer will wake */
+	return 0;
+}
+
+static void drain_fd(int fd)
+{
+	uint64_t v;
+	ssize_t r = read(fd, &v, 8);
+	(void)r;
+}
+
+static void shm_drain(struct zl_ringchan *rc) { drain_fd(SC(rc)->me.fd[FD_RX]); }
+
+/* The socket carries nothing after the handshake: readable means EOF or a
+ * misbehaving peer, either way the channel is over. */
+static int sock_gone(int sock)
+{
+	struct pollfd p = { .fd = sock, .events = POLLIN | POLLRDHUP };
+	return poll(&p, 1, 0) > 0 ? -ECONNRESET : 0;
+}
+
+static int shm_alive(struct zl_ringchan *rc) { return sock_gone(SC(rc)->sock); }
+
+static int shm_sleep(struct zl_ringchan *rc, enum zl_dir d, int64_t deadline)
+{
+	struct shm_chan *c = SC(rc);
+	int efd = c->me.fd[d == ZL_DIR_RX ? FD_RX : FD_TX];
+	struct pollfd p[2] = {
+		{ .fd = efd, .events = POLLIN },
+		{ .fd = c->sock, .events = POLLIN | POLLRDHUP },
+	};
+	int n = poll(p, 2, zl_poll_ms(deadline));
+	if (n > 0 && p[1].revents)
+		return -ECONNRESET;
+	if (n > 0 && p[0].revents)
+		drain_fd(efd);
+	return 0;
+}
+
+static int shm_fd(struct zl_ringchan *rc)
+{
+	struct shm_chan *c = SC(rc);
+	if (c->epfd >= 0)
+		return c->epfd;
+	int ep = epoll_create1(EPOLL_CLOEXEC);
+	if (ep < 0)
+		return -errno;
+	struct epoll_event e1 = { .events = EPOLLIN, .data.fd = c->me.fd[FD_RX] };
+	struct epoll_event e2 = { .events = EPOLLIN | EPOLLRDHUP, .data.fd = c->sock };
+	if (epoll_ctl(ep, EPOLL_CTL_ADD, c->me.fd[FD_RX], &e1) ||
+	    epoll_ctl(ep, EPOLL_CTL_ADD, c->sock, &e2)) {
+		int e = -errno;
+		close(ep);
+		return e;
+	}
+	c->epfd = ep;
+	return ep;
+}
+
+static void side_free(struct shm_side *s)
+{
+	if (s->map)
+		munmap(s->map, s->map_len);
+	for (int i = 0; i < NFDS; i++)
+		if (s->fd[i] >= 0)
+			close(s->fd[i]);
+	s->map = NULL;
+}
+
+static void shm_destroy(struct zl_ringchan *rc)
+{
+	struct shm_chan *c = SC(rc);
+	zl_ringchan_fini(rc);
+	side_free(&c->me);
+	side_free(&c->peer);
+	if (c->epfd >= 0)
+		close(c->epfd);
+	if (c->sock >= 0)
+		close(c->sock);
+	free(c);
+}
+
+static void shm_publish(struct zl_ringchan *rc, uint64_t rpos)
+{
+	atomic_store_explicit(&ctl_of(&SC(rc)->me)->rpos, rpos, memory_order_release);
+}
+
+static const struct zl_ring_link_ops shm_link = {
+	.name = "shm",
+	.arm = shm_arm,
+	.wake = shm_wake,
+	.sleep = shm_sleep,
+	.alive = shm_alive,
+	.drain = shm_drain,
+	.fd = shm_fd,
+	.destroy = shm_destroy,
+};
+
+/* ---- setup ------------------------------------------------------------- */
+
+static struct shm_chan *chan_new(int sock)
+{
+	struct shm_chan *c = calloc(1, sizeof(*c));
+	if (!c)
+		return NULL;
+	c->sock = sock;
+	c->epfd = -1;
+	for (int i = 0; i < NFDS; i++)
+		c->me.fd[i] = c->peer.fd[i] = -1;
+	return c;
+}
+
+/* Create the ring we receive on, and our wake fds. */
+static int side_create(struct shm_side *s, uint32_t ring_size)
+{
+	s->map_len = CTL_SIZE + (size_t)ring_size;
+	s->fd[FD_MEM] = memfd_create("zipline-shm", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (s->fd[FD_MEM] < 0)
+		return -errno;
+	if (ftruncate(s->fd[FD_MEM], (off_t)s->map_len) ||
+	    fcntl(s->fd[FD_MEM], F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL))
+		return -errno;
+	s->map = mmap(NULL, s->map_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE,
+		      s->fd[FD_MEM], 0);
+	if (s->map == MAP_FAILED) {
+		s->map = NULL;
+		return -errno;
+	}
+	s->fd[FD_RX] = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	s->fd[FD_TX] = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (s->fd[FD_RX] < 0 || s->fd[FD_TX] < 0)
+		return -errno;
+	return 0;
+}
+
+static bool is_eventfd(int fd)
+{
+	char path[64], target[64];
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	ssize_t n = readlink(path, target, sizeof(target) - 1);
+	if (n < 0)
+		return false;
+	target[n] = 0;
+	return !strcmp(target, "anon_inode:[eventfd]");
+}
+
+/* Check and map what the peer sent. */
+static int side_adopt(struct shm_side *s, const struct shm_hello *h)
+{
+	struct stat st;
+	s->map_len = CTL_SIZE + (size_t)h->ring_size;
+	int seals = fcntl(s->fd[FD_MEM], F_GET_SEALS);
+	if (fstat(s->fd[FD_MEM], &st) || (size_t)st.st_size != s->map_len || seals < 0 ||
+	    !(seals & F_SEAL_SHRINK)) {
+		ZL_LOG(ZL_LOG_ERROR, "shm: peer's ring memory is not a sealed memfd of %zu bytes",
+		       s->map_len);
+		return -EPROTO;
+	}
+	for (int i = FD_RX; i <= FD_TX; i++)
+		if (!is_eventfd(s->fd[i]) || fcntl(s->fd[i], F_SETFL, O_NONBLOCK)) {
+			ZL_LOG(ZL_LOG_ERROR, "shm: peer's wake fd is not an eventfd");
+			return -EPROTO;
+		}
+	s->map = mmap(NULL, s->map_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE,
+		      s->fd[FD_MEM], 0);
+	if (s->map == MAP_FAILED) {
+		s->map = NULL;
+		return -errno;
+	}
+	close(s->fd[FD_MEM]);
+	s->fd[FD_MEM] = -1;
+	return 0;
+}
+
+static int send_hello(int sock, const struct shm_hello *h, const int *fds, int nfds)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(int) * NFDS)];
+		struct cmsghdr align;
+	} u;
+	struct iovec iov = { .iov_base = (void *)h, .iov_len = sizeof(*h) };
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
+	if (nfds) {
+		memset(&u, 0, sizeof(u));
+		m.msg_control = u.buf;
+		m.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)nfds);
+		struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)nfds);
+		memcpy(CMSG_DATA(c), fds, sizeof(int) * (size_t)nfds);
+	}
+	return sendmsg(sock, &m, MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t)sizeof(*h) ? 0 : -EPROTO;
+}
+
+/* Receive a hello and exactly NFDS fds (or none, for a refusal). */
+static int recv_hello(int sock, struct shm_hello *h, int *fds, int64_t deadline)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(int) * (NFDS + 1))];
+		struct cmsghdr align;
+	} u;
+	struct pollfd p = { .fd = sock, .events = POLLIN };
+	int n = poll(&p, 1, zl_poll_ms(deadline));
+	if (n <= 0)
+		return n == 0 ? -ETIMEDOUT : -errno;
+	struct iovec iov = { .iov_base = h, .iov_len = sizeof(*h) };
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+			    .msg_controllen = sizeof(u.buf) };
+	ssize_t got = recvmsg(sock, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+	int nf = 0;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		int k = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+		int tmp[NFDS + 1];
+		memcpy(tmp, CMSG_DATA(c), sizeof(int) * (size_t)(k > NFDS + 1 ? NFDS + 1 : k));
+		for (int i = 0; i < k && i < NFDS + 1; i++) {
+			if (nf < NFDS)
+				fds[nf++] = tmp[i];
+			else
+				close(tmp[i]);
+		}
+	}
+	if (got == 0)
+		return -ECONNRESET;
+	if (got != (ssize_t)sizeof(*h) || (m.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) ||
+	    h->magic != SHM_MAGIC || h->hello_size != sizeof(*h)) {
+		ZL_LOG(ZL_LOG_ERROR, "shm: malformed handshake (%zd bytes)", got);
+		return -EPROTO;
+	}
+	if (h->version != ZL_PROTO_VERSION) {
+		ZL_LOG(ZL_LOG_ERROR, "shm: peer speaks protocol %u, we speak %u", h->version,
+		       ZL_PROTO_VERSION);
+		return -EPROTO;
+	}
+	if (h->status)
+		return h->status < 0 && h->status > -4096 ? h->status : -EPROTO;
+	if (nf != NFDS || h->ring_size < 4096 || h->ring_size > (1u << 30) ||
+	    (h->ring_size & (h->ring_size - 1)) || h->ctl_size != CTL_SIZE ||
+	    !(h->key >> 63)) {
+		ZL_LOG(ZL_LOG_ERROR, "shm: handshake with bad ring parameters (ring %u, %d fds)",
+		       h->ring_size, nf);
+		return -EPROTO;
+	}
+	return 0;
+}
+
+static int check_peer_cred(int sock, const struct zl_opts *o, int32_t *pid)
+{
+	struct ucred cr;
+	socklen_t len = sizeof(cr);
+	if (getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cr, &len))
+		return -errno;
+	*pid = cr.pid;
+	if (!o->allow_other_uid && cr.uid != geteuid() && geteuid() != 0) {
+		ZL_LOG(ZL_LOG_ERROR, "shm: refusing peer pid %d with uid %u", (int)cr.pid,
+		       (unsigned)cr.uid);
+		return -EPERM;
+	}
+	return 0;
+}
+
+static void make_hello(struct shm_hello *h, const struct zl_opts *o, uint64_t key, int status)
+{
+	memset(h, 0, sizeof(*h));
+	h->magic = SHM_MAGIC;
+	h->version = ZL_PROTO_VERSION;
+	h->hello_size = sizeof(*h);
+	h->status = status;
+	h->ring_size = o->ring_size;
+	h->key = key;
+	h->max_msg = o->max_msg;
+	h->ctl_size = CTL_SIZE;
+}
+
+static int random_key(uint64_t *key)
+{
+	if (getrandom(key, sizeof(*key), 0) != sizeof(*key))
+		return -errno;
+	*key |= 1ull << 63;
+	return 0;
+}
+
+/* Wire up the ring channel once both sides are mapped. */
+static void chan_setup(struct shm_chan *c, const struct zl_opts *o, uint64_t my_key,
+		       const struct shm_hello *peer, int32_t pid)
+{
+	struct zl_ringchan *rc = &c->rc;
+	struct shm_ctl *mine = ctl_of(&c->me), *theirs = ctl_of(&c->peer);
+	rc->link = &shm_link;
+	zl_ring_tx_init(&rc->tx, c->peer.map + CTL_SIZE, peer->ring_size, peer->key,
+			&theirs->rpos, NULL, NULL);
+	zl_ring_rx_init(&rc->rx, c->me.map + CTL_SIZE, o->ring_size, my_key, o->rpos_every,
+			NULL, NULL);
+	zl_ring_rx_set_layout(&rc->rx, ZL_LAYOUT_LEN_FIRST, true);
+	rc->peer_rx_sleeping = &theirs->rx_sleeping;
+	rc->peer_tx_sleeping = &mine->tx_sleeping;
+	rc->publish_rpos = shm_publish;
+	zl_ringchan_init(rc, o, "shm");
+	rc->stats.peer_pid = pid;
+}
+
+/* Both directions of the handshake; the connector speaks first. */
+static int handshake(int sock, const struct zl_opts *o, bool connector, int64_t deadline,
+		     zl_channel **out)
+{
+	struct shm_chan *c = chan_new(sock);
+	if (!c) {
+		close(sock);
+		return -ENOMEM;
+	}
+	struct shm_hello mine, theirs;
+	uint64_t key = 0;
+	int32_t pid = -1;
+	int r = check_peer_cred(sock, o, &pid);
+	if (!r)
+		r = random_key(&key);
+	if (!r)
+		r = side_create(&c->me, o->ring_size);
+	make_hello(&mine, o, key, 0);
+	if (!r && connector)
+		r = send_hello(sock, &mine, c->me.fd, NFDS);
+	if (!r)
+		r = recv_hello(sock, &theirs, c->peer.fd, deadline);
+	if (!r)
+		r = side_adopt(&c->peer, &theirs);
+	if (!connector) { /* answer with our fds, or with the reason we refuse */
+		make_hello(&mine, o, key, r == -EPERM ? -EPERM : r ? -EPROTO : 0);
+		int s = send_hello(sock, &mine, c->me.fd, r ? 0 : NFDS);
+		r = r ? r : s;
+	}
+	if (r) {
+		shm_destroy(&c->rc);
+		return r;
+	}
+	close(c->me.fd[FD_MEM]);
+	c->me.fd[FD_MEM] = -1;
+	chan_setup(c, o, key, &theirs, pid);
+	*out = &c->rc.base;
+	return 0;
+}
+
+static int make_addr(const struct zl_url *u, struct sockaddr_un *a, socklen_t *len)
+{
+	size_t n = strlen(u->host);
+	if (n == 0 || n > 100 || u->port[0] || (u->path[0] && strcmp(u->path, "/")))
+		return -EINVAL;
+	for (const char *p = u->host; *p; p++)
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+		      (*p >= '0' && *p <= '9') || *p == '.' || *p == '_' || *p == '-'))
+			return -EINVAL;
+	memset(a, 0, sizeof(*a));
+	a->sun_family = AF_UNIX;
+	int k = snprintf(a->sun_path + 1, sizeof(a->sun_path) - 1, "zipline/%s", u->host);
+	*len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)k);
+	return 0;
+}
+
+/* ---- listener ---------------------------------------------------------- */
+
+static int shm_accept(zl_listener *l, int64_t timeout_us, zl_channel **out)
+{
+	struct shm_listener *sl = (struct shm_listener *)l;
+	int64_t deadline = zl_deadline(timeout_us);
+	for (;;) {
+		int s = accept4(sl->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (s >= 0) {
+			int64_t hs = zl_now_us() + sl->opts.handshake_timeout_us;
+			return handshake(s, &sl->opts, false, hs, out);
+		}
+		if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
+			return -errno;
+		struct pollfd p = { .fd = sl->fd, .events = POLLIN };
+		int n = poll(&p, 1, zl_poll_ms(deadline));
+		if (n < 0 && errno != EINTR)
+			return -errno;
+		if (n == 0 && zl_now_us() >= deadline)
+			return ZL_TIMEOUT_ERR(timeout_us);
+	}
+}
+
+static int shm_listener_fd(const zl_listener *l) { return ((const struct shm_listener *)l)->fd; }
+
+static int shm_listener_url(const zl_listener *l, char *buf, size_t cap)
+{
+	int n = snprintf(buf, cap, "shm://%s", ((const struct shm_listener *)l)->name);
+	return n < 0 || (size_t)n >= cap ? -ENOSPC : 0;
+}
+
+static void shm_listener_close(zl_listener *l)
+{
+	struct shm_listener *sl = (struct shm_listener *)l;
+	close(sl->fd);
+	free(sl);
+}
+
+static const struct zl_listener_ops shm_listener_ops = {
+	.accept = shm_accept,
+	.fd = shm_listener_fd,
+	.url = shm_listener_url,
+	.close = shm_listener_close,
+};
+
+static int shm_listen(const struct zl_url *u, const struct zl_opts *o, zl_listener **out)
+{
+	struct sockaddr_un a;
+	socklen_t alen;
+	if (make_addr(u, &a, &alen))
+		return -EINVAL;
+	struct shm_listener *sl = calloc(1, sizeof(*sl));
+	if (!sl)
+		return -ENOMEM;
+	sl->fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (sl->fd < 0 || bind(sl->fd, (struct sockaddr *)&a, alen) || listen(sl->fd, 128)) {
+		int e = -errno;
+		if (sl->fd >= 0)
+			close(sl->fd);
+		free(sl);
+		return e;
+	}
+	sl->base.ops = &shm_listener_ops;
+	sl->opts = *o;
+	snprintf(sl->name, sizeof(sl->name), "%s", u->host);
+	*out = &sl->base;
+	return 0;
+}
+
+static int shm_connect(const struct zl_url *u, const struct zl_opts *o, int64_t timeout_us,
+		       zl_channel **out)
+{
+	struct sockaddr_un a;
+	socklen_t alen;
+	if (make_addr(u, &a, &alen))
+		return -EINVAL;
+	int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (s < 0)
+		return -errno;
+	/* a full backlog gives EAGAIN on a nonblocking unix socket: retry */
+	int64_t deadline = zl_deadline(timeout_us);
+	while (connect(s, (struct sockaddr *)&a, alen)) {
+		int e = errno;
+		if (e != EAGAIN || zl_now_us() >= deadline) {
+			close(s);
+			return e == EAGAIN ? ZL_TIMEOUT_ERR(timeout_us) : -e;
+		}
+		usleep(1000);
+	}
+	int64_t hs = zl_now_us() + o->handshake_timeout_us;
+	return handshake(s, o, true, hs < deadline ? hs : deadline, out);
+}
+
+const struct zl_transport zl_transport_shm = {
+	.scheme = "shm",
+	.listen = shm_listen,
+	.connect = shm_connect,
+};
