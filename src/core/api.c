@@ -11,6 +11,7 @@ static const struct zl_transport *const transports[] = {
 	&zl_transport_shm,
 	&zl_transport_tcp,
 	&zl_transport_unix,
+	&zl_transport_rdma,
 };
 
 ZL_API int zl_version(void) { return ZL_VERSION_NUM; }

@@ -65,6 +65,7 @@ struct zl_transport {
 extern const struct zl_transport zl_transport_shm;
 extern const struct zl_transport zl_transport_tcp;
 extern const struct zl_transport zl_transport_unix;
+extern const struct zl_transport zl_transport_rdma; /* a stub without verbs */
 
 /* Merge URL query parameters into a copy of the caller's options.
  * -EINVAL on an unknown key or a bad value. */

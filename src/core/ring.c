@@ -14,8 +14,9 @@
  * seq counts records from 0; key is a random 64-bit value with bit 63 set,
  * chosen by the receiver per channel and known only to the two ends. A
  * record never wraps: when it does not fit before the end of the ring the
- * sender writes a PAD record to the end (or, if fewer than 24 bytes remain,
- * both sides skip them by rule) and starts at offset 0.
+ * sender writes a PAD record to the end and starts at offset 0. A tail of
+ * fewer than 24 bytes (too short for any record) is skipped by rule, by the
+ * sender as soon as it is left and by the receiver when it reaches it.
  *
  * Why a stale or torn record is never delivered. The receiver delivers the
  * record at P only if the htag at P equals seq ^ key AND the ftag at the end
@@ -138,13 +139,21 @@ static inline uint32_t bytes_needed(const struct zl_ring_tx *tx, uint32_t rs)
 	return rs <= rem ? rs : rem + rs;
 }
 
+/* Free bytes ahead of wpos. After a skipped tail, wpos - rpos may exceed
+ * the ring size by up to 16 bytes that hold no data: that is no room. */
+static inline uint64_t room(const struct zl_ring_tx *tx)
+{
+	uint64_t used = tx->wpos - tx->rpos_cache;
+	return used >= tx->size ? 0 : tx->size - used;
+}
+
 static bool room_for(struct zl_ring_tx *tx, uint32_t need, int *err)
 {
 	*err = 0;
-	if (tx->size - (tx->wpos - tx->rpos_cache) >= need)
+	if (room(tx) >= need)
 		return true;
 	*err = refresh_rpos(tx);
-	return !*err && tx->size - (tx->wpos - tx->rpos_cache) >= need;
+	return !*err && room(tx) >= need;
 }
 
 bool zl_ring_tx_has_room(struct zl_ring_tx *tx, uint32_t len, int *err)
@@ -169,6 +178,11 @@ static int write_record(struct zl_ring_tx *tx, uint32_t off, uint32_t len, uint8
 	atomic_store_explicit(word(tx->stage, off + tx->tag_off), tag, memory_order_release);
 	tx->seq++;
 	tx->wpos += rs;
+	/* a tail too short for any record is skipped by rule, by both sides;
+	 * skip it now so that the receiver's position never passes ours */
+	uint32_t rem = tx->size - (uint32_t)(tx->wpos & tx->mask);
+	if (rem < ZL_REC_OVERHEAD)
+		tx->wpos += rem;
 	return tx->push ? tx->push(tx->ctx, off, rs) : 0;
 }
 
@@ -184,14 +198,10 @@ int zl_ring_tx_reserve(struct zl_ring_tx *tx, uint32_t len, uint8_t type, void *
 		return err ? err : -EAGAIN;
 	uint32_t off = (uint32_t)(tx->wpos & tx->mask);
 	uint32_t rem = tx->size - off;
-	if (rs > rem) {
-		if (rem >= ZL_REC_OVERHEAD) {
-			err = write_record(tx, off, rem - ZL_REC_OVERHEAD, ZL_REC_PAD);
-			if (err)
-				return err;
-		} else {
-			tx->wpos += rem; /* too short for a record: skipped by rule */
-		}
+	if (rs > rem) { /* rem >= 24 here: write_record skips shorter tails */
+		err = write_record(tx, off, rem - ZL_REC_OVERHEAD, ZL_REC_PAD);
+		if (err)
+			return err;
 		off = 0;
 	}
 	tx->open = true;

@@ -53,7 +53,7 @@ static void core_publish(void *ctx, uint64_t rpos)
 	atomic_thread_fence(memory_order_seq_cst);
 	if (atomic_load_explicit(rc->peer_tx_sleeping, memory_order_relaxed) &&
 	    atomic_exchange_explicit(rc->peer_tx_sleeping, 0, memory_order_relaxed)) {
-		rc->stats.wakeups_sent++;
+		rc->rx_wakeups_sent++;
 		rc->link->wake(rc, ZL_DIR_TX);
 	}
 }
@@ -61,6 +61,7 @@ static void core_publish(void *ctx, uint64_t rpos)
 void zl_ringchan_init(struct zl_ringchan *rc, const struct zl_opts *o, const char *transport)
 {
 	rc->base.ops = &zl_ringchan_ops;
+	atomic_flag_clear(&rc->tx_lock);
 	rc->opts = *o;
 	rc->rx.publish = core_publish;
 	rc->rx.ctx = rc;
@@ -132,8 +133,9 @@ static int wait_for(struct zl_ringchan *rc, enum zl_dir d, int64_t deadline, con
 					return r;
 			}
 		}
-		if (++rc->sends_since_check >= ALIVE_EVERY_OPS) {
-			rc->sends_since_check = 0;
+		/* fd mode: a dead peer keeps the fd readable, so look every time */
+		if (rc->fd_mode || ++rc->ops_since_check >= ALIVE_EVERY_OPS) {
+			rc->ops_since_check = 0;
 			if (check_alive(rc))
 				return cond(rc, arg);
 		}
@@ -170,7 +172,10 @@ static int wait_for(struct zl_ringchan *rc, enum zl_dir d, int64_t deadline, con
 		atomic_thread_fence(memory_order_seq_cst);
 		if ((r = cond(rc, arg)) != -EAGAIN)
 			return r;
-		rc->stats.sleeps++;
+		if (d == ZL_DIR_RX)
+			rc->rx_sleeps++;
+		else
+			rc->stats.sleeps++;
 		if (rc->link->sleep(rc, d, deadline)) {
 			rc->peer_closed = true;
 			return cond(rc, arg);
@@ -206,7 +211,19 @@ static int tx_room(struct zl_ringchan *rc, size_t len)
 	return err ? fail(rc, err) : -EAGAIN;
 }
 
-/* Push the kept rest of a fragmented message until done or the deadline. */
+static inline void tx_lock(struct zl_ringchan *rc)
+{
+	while (atomic_flag_test_and_set_explicit(&rc->tx_lock, memory_order_acquire))
+		zl_cpu_relax();
+}
+
+static inline void tx_unlock(struct zl_ringchan *rc)
+{
+	atomic_flag_clear_explicit(&rc->tx_lock, memory_order_release);
+}
+
+/* Push the kept rest of a fragmented message until done or the deadline.
+ * Caller holds tx_lock or is the sending thread with pend_active clear. */
 static int push_pending(struct zl_ringchan *rc, int64_t deadline)
 {
 	while (rc->pend) {
@@ -221,6 +238,7 @@ static int push_pending(struct zl_ringchan *rc, int64_t deadline)
 			if (rc->pend_off == rc->pend_len) {
 				free(rc->pend);
 				rc->pend = NULL;
+				atomic_store_explicit(&rc->pend_active, false, memory_order_release);
 			}
 			continue;
 		}
@@ -236,8 +254,6 @@ static int send_check(struct zl_ringchan *rc)
 		return state_err(rc);
 	if (rc->peer_closed)
 		return -ECONNRESET;
-	if (rc->tx.open)
-		return -EBUSY;
 	return 0;
 }
 
@@ -265,6 +281,7 @@ static int send_fragmented(struct zl_ringchan *rc, const uint8_t *p, size_t len,
 				memcpy(rc->pend, p + off, left);
 				rc->pend_len = left;
 				rc->pend_off = 0;
+				atomic_store_explicit(&rc->pend_active, true, memory_order_release);
 				return 0;
 			}
 			if (r)
@@ -278,6 +295,14 @@ static int send_fragmented(struct zl_ringchan *rc, const uint8_t *p, size_t len,
 	return 0;
 }
 
+static int flush_locked(struct zl_ringchan *rc, int64_t deadline)
+{
+	tx_lock(rc);
+	int r = push_pending(rc, deadline);
+	tx_unlock(rc);
+	return r;
+}
+
 static int rc_send(zl_channel *ch, const void *buf, size_t len, int64_t timeout_us)
 {
 	struct zl_ringchan *rc = RC(ch);
@@ -286,14 +311,18 @@ static int rc_send(zl_channel *ch, const void *buf, size_t len, int64_t timeout_
 		return r;
 	if (len > rc->opts.max_msg)
 		return -EMSGSIZE;
-	if (ZL_UNLIKELY(++rc->sends_since_check >= ALIVE_EVERY_OPS)) {
-		rc->sends_since_check = 0;
+	if (ZL_UNLIKELY(++rc->ops_since_check >= ALIVE_EVERY_OPS)) {
+		rc->ops_since_check = 0;
 		if ((r = check_alive(rc)))
 			return r;
 	}
 	int64_t deadline = deadline_of(timeout_us);
-	if (rc->pend && (r = push_pending(rc, deadline)))
+	if (ZL_UNLIKELY(atomic_load_explicit(&rc->pend_active, memory_order_acquire)) &&
+	    (r = flush_locked(rc, deadline)))
 		return timeout_err(r, timeout_us);
+	/* only now: the receiving thread may hold a reservation while pushing */
+	if (rc->tx.open)
+		return -EBUSY;
 	if (len <= zl_ring_max_payload(rc->tx.size)) {
 		while ((r = put(rc, buf, (uint32_t)len, ZL_REC_MSG, 0)) == -EAGAIN)
 			if ((r = wait_for(rc, ZL_DIR_TX, deadline, tx_room, len)))
@@ -313,7 +342,7 @@ static int rc_flush(zl_channel *ch, int64_t timeout_us)
 	struct zl_ringchan *rc = RC(ch);
 	if (rc->err)
 		return state_err(rc);
-	return timeout_err(push_pending(rc, deadline_of(timeout_us)), timeout_us);
+	return timeout_err(flush_locked(rc, deadline_of(timeout_us)), timeout_us);
 }
 
 static int rc_reserve(zl_channel *ch, size_t len, void **ptr)
@@ -324,8 +353,11 @@ static int rc_reserve(zl_channel *ch, size_t len, void **ptr)
 		return r;
 	if (len > zl_ring_max_payload(rc->tx.size) || len > rc->opts.max_msg)
 		return -EMSGSIZE;
-	if (rc->pend && (r = push_pending(rc, 0)))
+	if (atomic_load_explicit(&rc->pend_active, memory_order_acquire) &&
+	    (r = flush_locked(rc, 0)))
 		return r == -ETIMEDOUT ? -EAGAIN : r;
+	if (rc->tx.open)
+		return -EBUSY;
 	r = zl_ring_tx_reserve(&rc->tx, (uint32_t)len, ZL_REC_MSG, ptr);
 	return r == -EPROTO ? fail(rc, r) : r;
 }
@@ -366,8 +398,12 @@ static int rx_ready(struct zl_ringchan *rc, size_t unused)
 	(void)unused;
 	if (rc->err)
 		return rc->err;
-	if (rc->pend)
-		push_pending(rc, 0); /* keep our own big send moving meanwhile */
+	if (ZL_UNLIKELY(atomic_load_explicit(&rc->pend_active, memory_order_acquire)) &&
+	    !atomic_flag_test_and_set_explicit(&rc->tx_lock, memory_order_acquire)) {
+		if (atomic_load_explicit(&rc->pend_active, memory_order_relaxed))
+			push_pending(rc, 0); /* keep our own big send moving */
+		tx_unlock(rc);
+	}
 	const void *p;
 	uint32_t n;
 	uint8_t t;
@@ -524,6 +560,7 @@ static int rc_peek(zl_channel *ch, const void **ptr, size_t *len, int64_t timeou
 	if (t != ZL_REC_MSG)
 		return protocol_error(rc, "a fragment out of order");
 	rc->peeked = true;
+	rc->peek_len = n;
 	*ptr = p;
 	*len = n;
 	return 0;
@@ -536,7 +573,7 @@ static int rc_release(zl_channel *ch)
 		return -EINVAL;
 	rc->peeked = false;
 	rc->stats.msgs_recv++;
-	rc->stats.bytes_recv += rc->rx.cur_size - ZL_REC_OVERHEAD;
+	rc->stats.bytes_recv += rc->peek_len;
 	zl_ring_rx_consume(&rc->rx);
 	return 0;
 }
@@ -566,6 +603,8 @@ static void rc_info(const zl_channel *ch, struct zl_channel_info *info)
 	*info = rc->stats;
 	if (!info->peer_pid)
 		info->peer_pid = pid;
+	info->wakeups_sent += rc->rx_wakeups_sent;
+	info->sleeps += rc->rx_sleeps;
 	info->rpos_updates = rc->rx.rpos_updates;
 	info->rpos_reads = rc->tx.rpos_reads;
 }
@@ -578,7 +617,7 @@ static void rc_close(zl_channel *ch)
 		 * everything before it sees the end */
 		int64_t deadline = zl_now_us() + CLOSE_LINGER_US;
 		zl_ring_tx_abort(&rc->tx);
-		int r = push_pending(rc, deadline);
+		int r = flush_locked(rc, deadline);
 		while (!r && (r = put(rc, NULL, 0, ZL_REC_CLOSE, 0)) == -EAGAIN)
 			r = wait_for(rc, ZL_DIR_TX, deadline, tx_room, 0);
 	}

@@ -58,13 +58,20 @@ struct zl_ringchan {
 
 	struct zl_opts opts;
 	uint32_t max_frag;      /* payload bytes per fragment */
-	int err;                /* sticky failure, 0 while healthy */
-	bool peer_closed;       /* CLOSE record seen or peer gone */
+	_Atomic int err;        /* sticky failure, 0 while healthy */
+	_Atomic bool peer_closed; /* CLOSE record seen or peer gone */
 	bool fd_mode;           /* zl_channel_fd was called */
 	bool peeked;            /* a zl_recv_peek is open */
-	uint32_t sends_since_check;
+	uint32_t peek_len;
+	uint32_t ops_since_check;
 
-	/* rest of a fragmented message accepted by zl_send */
+	/* Rest of a fragmented message accepted by zl_send. The receiving
+	 * thread pushes it too (so a caller waiting for a reply cannot
+	 * deadlock), under tx_lock, and only while pend_active: the sending
+	 * thread takes the lock only when it finds pend_active set, so the
+	 * ordinary send path stays lock-free. */
+	atomic_flag tx_lock;
+	_Atomic bool pend_active;
 	uint8_t *pend;
 	size_t pend_len, pend_off;
 	/* partial fragmented message kept across a receive timeout */
@@ -73,6 +80,8 @@ struct zl_ringchan {
 	bool asm_active;
 
 	struct zl_channel_info stats;
+	/* counters the receive side keeps (stats holds the send side's) */
+	uint64_t rx_wakeups_sent, rx_sleeps;
 };
 
 /* Set up rc after the transport filled link, tx, rx, the flag pointers and

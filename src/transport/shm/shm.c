@@ -14,7 +14,6 @@
  * (so the peer cannot make our accesses fault), and that the wake fds are
  * eventfds (so a write can never block).
  */
-#define _GNU_SOURCE
 #include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
