@@ -115,12 +115,28 @@ static int check_alive(struct zl_ringchan *rc)
  * publishing the read position now and then); then arm, re-test and sleep
  * until woken; repeat until the deadline (0: test once; ZL_NEVER: forever).
  */
+/* The sender short of room raised its flag: give it our read position. */
+static inline void serve_rpos_demand(struct zl_ringchan *rc)
+{
+	if (atomic_load_explicit(rc->peer_tx_sleeping, memory_order_relaxed))
+		zl_ring_rx_flush_rpos(&rc->rx);
+}
+
 static int wait_for(struct zl_ringchan *rc, enum zl_dir d, int64_t deadline, cond_fn cond,
 		    size_t arg)
 {
 	int r = cond(rc, arg);
 	if (r != -EAGAIN)
 		return r;
+	/* Read positions are published lazily, so a sender short of room
+	 * asks for one (the same flag as for sleeping) before it waits. */
+	if (d == ZL_DIR_TX) {
+		if ((r = rc->link->arm(rc, d)))
+			return fail(rc, r);
+		atomic_thread_fence(memory_order_seq_cst);
+		if ((r = cond(rc, arg)) != -EAGAIN)
+			return r;
+	}
 	if (deadline == 0) {
 		if (d == ZL_DIR_RX) {
 			zl_ring_rx_flush_rpos(&rc->rx);
@@ -154,7 +170,7 @@ static int wait_for(struct zl_ringchan *rc, enum zl_dir d, int64_t deadline, con
 				continue;
 			now = zl_now_us();
 			if (d == ZL_DIR_RX)
-				zl_ring_rx_flush_rpos(&rc->rx);
+				serve_rpos_demand(rc);
 			if (now >= next_check) {
 				next_check = now + ALIVE_EVERY_US;
 				if (check_alive(rc))
@@ -165,6 +181,8 @@ static int wait_for(struct zl_ringchan *rc, enum zl_dir d, int64_t deadline, con
 		}
 		if (now >= deadline)
 			return -ETIMEDOUT;
+		/* publish before the fence: a sender that raised its flag after
+		 * our fence then sees our position (the fences order us) */
 		if (d == ZL_DIR_RX)
 			zl_ring_rx_flush_rpos(&rc->rx);
 		if ((r = rc->link->arm(rc, d)))
@@ -413,6 +431,12 @@ static int rx_ready(struct zl_ringchan *rc, size_t unused)
 	return r == -EPROTO ? fail(rc, r) : r;
 }
 
+static inline void consume(struct zl_ringchan *rc)
+{
+	zl_ring_rx_consume(&rc->rx);
+	serve_rpos_demand(rc);
+}
+
 /* Wait for the next record and return it. CLOSE is handled here. */
 static int next_record(struct zl_ringchan *rc, int64_t deadline, const uint8_t **p,
 		       uint32_t *n, uint8_t *t)
@@ -422,7 +446,7 @@ static int next_record(struct zl_ringchan *rc, int64_t deadline, const uint8_t *
 		return r == -EPROTO ? state_err(rc) : r;
 	zl_ring_rx_peek(&rc->rx, (const void **)p, n, t);
 	if (*t == ZL_REC_CLOSE) {
-		zl_ring_rx_consume(&rc->rx);
+		consume(rc);
 		rc->peer_closed = true;
 		return -ECONNRESET;
 	}
@@ -468,7 +492,7 @@ static int recv_rest(struct zl_ringchan *rc, uint8_t *buf, size_t got, size_t to
 		    (t == ZL_REC_LAST) != (n == total - got))
 			return protocol_error(rc, "a bad fragment");
 		memcpy(buf + got, p, n);
-		zl_ring_rx_consume(&rc->rx);
+		consume(rc);
 		got += n;
 	}
 	return 0;
@@ -505,7 +529,7 @@ static int rc_recv(zl_channel *ch, void *buf, size_t cap, size_t *len, int64_t t
 				return -EMSGSIZE;
 			}
 			memcpy(buf, p, n);
-			zl_ring_rx_consume(&rc->rx);
+			consume(rc);
 			*len = n;
 			rc->stats.msgs_recv++;
 			rc->stats.bytes_recv += n;
@@ -524,7 +548,7 @@ static int rc_recv(zl_channel *ch, void *buf, size_t cap, size_t *len, int64_t t
 		total = (size_t)tot;
 		got = n - 8;
 		memcpy(buf, p + 8, got);
-		zl_ring_rx_consume(&rc->rx);
+		consume(rc);
 	}
 	r = recv_rest(rc, buf, got, total, deadline);
 	if (r)
@@ -574,7 +598,7 @@ static int rc_release(zl_channel *ch)
 	rc->peeked = false;
 	rc->stats.msgs_recv++;
 	rc->stats.bytes_recv += rc->peek_len;
-	zl_ring_rx_consume(&rc->rx);
+	consume(rc);
 	return 0;
 }
 

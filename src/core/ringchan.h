@@ -12,6 +12,13 @@
  * progress visible (a record, or a new read position), fences and checks
  * the flag; if set, it clears it and wakes the sleeper through the link.
  * The two fences make it impossible for both to miss each other.
+ *
+ * The receiver publishes its read position every publish_every bytes,
+ * before it sleeps or returns -EAGAIN from a poll, and on demand: a sender
+ * short of room raises its flag when it starts waiting, and a receiver that
+ * sees the flag (while it spins for data, or after consuming) publishes and
+ * wakes it. So a spinning ping-pong pays for no read-position updates, and
+ * a spinning pair never starves.
  */
 #ifndef ZL_RINGCHAN_H
 #define ZL_RINGCHAN_H
