@@ -7,6 +7,9 @@
  *                     abstract Unix socket "\0zipline/NAME"
  *   tcp://HOST:PORT   length-prefixed frames over TCP (TCP_NODELAY)
  *   unix:///path      length-prefixed frames over a Unix stream socket
+ *   rdma://HOST:PORT  the ring protocol over RDMA WRITEs on RC queue pairs
+ *                     (libibverbs), set up over a TCP side channel;
+ *                     options dev=, port=, gid_index=, order=auto|single|split
  *
  * Conventions (as liburing): every call returns 0 (or a non-negative value
  * where stated) on success and a negative errno on failure. zl_strerror()
@@ -249,6 +252,9 @@ struct zl_channel_info {
 	uint64_t rpos_updates;  /* read-position publications */
 	uint64_t rpos_reads;    /* times the sender re-read the peer's rpos */
 	int32_t peer_pid;       /* shm and unix: from SO_PEERCRED, else -1 */
+	char mode[8];           /* rdma: how our ring is written, "single"
+	                           (one WRITE, in-order placement) or "split"
+	                           (data WRITE, then the tag); else "" */
 };
 
 /* Fill *info. -EINVAL on NULL. */

@@ -49,6 +49,10 @@
  *  4. Reuse: the sender writes over bytes only below the receiver's
  *     published read position, which moves past a record only after the
  *     receiver consumed it; a peeked record stays intact until consumed.
+ *     Tags themselves may be seen torn where a NIC places bytes one by one;
+ *     a torn tag only matches when its missing bytes already hold their new
+ *     values, i.e. when it is as good as complete. (Read positions need a
+ *     check word for this reason: see zl_rpos_check.)
  *  5. Hostile input: the len word is read once, after the htag validated,
  *     and checked (type known, length <= max payload, record inside the
  *     ring, PAD ending exactly at the ring end) before any other access. A
@@ -64,6 +68,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "log.h"
 #include "ring.h"
 
 static inline _Atomic uint64_t *word(const uint8_t *base, uint32_t off)
@@ -125,8 +130,16 @@ static int refresh_rpos(struct zl_ring_tx *tx)
 	 * overwrite them */
 	uint64_t r = atomic_load_explicit(tx->peer_rpos, memory_order_acquire);
 	tx->rpos_reads++;
-	if (r < tx->rpos_cache || r > tx->wpos)
+	if (tx->peer_rpos_check &&
+	    atomic_load_explicit(tx->peer_rpos_check, memory_order_acquire) !=
+		    zl_rpos_check(r, tx->key))
+		return 0; /* caught mid-update: keep the old value, look again later */
+	if (r < tx->rpos_cache || r > tx->wpos) {
+		ZL_LOG(ZL_LOG_ERROR, "peer read position %llu outside [%llu, %llu]",
+		       (unsigned long long)r, (unsigned long long)tx->rpos_cache,
+		       (unsigned long long)tx->wpos);
 		return -EPROTO;
+	}
 	tx->rpos_cache = r;
 	return 0;
 }
@@ -267,11 +280,19 @@ int zl_ring_rx_peek(struct zl_ring_rx *rx, const void **payload, uint32_t *len,
 		uint8_t t = (uint8_t)(lw >> 32);
 		if ((lw >> 40) || t == 0 || t > ZL_REC_TYPE_MAX ||
 		    n > zl_ring_max_payload(rx->size) || zl_rec_size(n) > rem ||
-		    (t == ZL_REC_PAD && zl_rec_size(n) != rem))
+		    (t == ZL_REC_PAD && zl_rec_size(n) != rem)) {
+			ZL_LOG(ZL_LOG_ERROR, "record %llu at offset %u: bad length %u or type %u",
+			       (unsigned long long)rx->seq, off, n, t);
 			return -EPROTO;
+		}
 		uint32_t rs = zl_rec_size(n);
-		if (atomic_load_explicit(word(rx->buf, off + rs - 8), memory_order_acquire) != ~tag)
-			return rx->tag_last ? -EPROTO : -EAGAIN;
+		if (atomic_load_explicit(word(rx->buf, off + rs - 8), memory_order_acquire) != ~tag) {
+			if (!rx->tag_last)
+				return -EAGAIN;
+			ZL_LOG(ZL_LOG_ERROR, "record %llu at offset %u (len %u, type %u): bad footer",
+			       (unsigned long long)rx->seq, off, n, t);
+			return -EPROTO;
+		}
 		if (t == ZL_REC_PAD) {
 			advance(rx, rs);
 			continue;

@@ -47,6 +47,18 @@ static inline uint32_t zl_rec_size(uint32_t len)
 	return ZL_REC_OVERHEAD + ((len + 7u) & ~7u);
 }
 
+/* The check word published with a read position over RDMA (a keyed
+ * 64-bit mix: a torn mix of two pairs matches with probability 2^-64). */
+static inline uint64_t zl_rpos_check(uint64_t rpos, uint64_t key)
+{
+	uint64_t x = rpos ^ key;
+	x ^= x >> 30;
+	x *= 0xbf58476d1ce4e5b9ull;
+	x ^= x >> 27;
+	x *= 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
+
 /* Largest payload of one record in a ring of the given size. */
 static inline uint32_t zl_ring_max_payload(uint32_t ring_size)
 {
@@ -61,6 +73,11 @@ struct zl_ring_tx {
 	uint64_t seq;            /* number of records written */
 	uint64_t rpos_cache;     /* last peer read position seen */
 	const _Atomic uint64_t *peer_rpos; /* local word the peer publishes into */
+	/* Where the peer's NIC writes rpos, an 8-byte WRITE may be seen torn
+	 * (rxe copies bytewise); then the peer also writes
+	 * zl_rpos_check(rpos, key) next to it and we accept only a matching
+	 * pair. NULL where the store is atomic (shm). */
+	const _Atomic uint64_t *peer_rpos_check;
 	uint8_t tag_off, len_off; /* from the layout */
 	int (*push)(void *ctx, uint32_t off, uint32_t len);
 	void *ctx;

@@ -513,7 +513,8 @@ static int rc_recv(zl_channel *ch, void *buf, size_t cap, size_t *len, int64_t t
 			return -EMSGSIZE;
 		}
 		got = rc->asm_got;
-		memcpy(buf, rc->asm_buf, got);
+		if (got)
+			memcpy(buf, rc->asm_buf, got);
 		free(rc->asm_buf);
 		rc->asm_buf = NULL;
 		rc->asm_active = false;
@@ -528,7 +529,8 @@ static int rc_recv(zl_channel *ch, void *buf, size_t cap, size_t *len, int64_t t
 				*len = n;
 				return -EMSGSIZE;
 			}
-			memcpy(buf, p, n);
+			if (n)
+				memcpy(buf, p, n);
 			consume(rc);
 			*len = n;
 			rc->stats.msgs_recv++;
@@ -547,7 +549,8 @@ static int rc_recv(zl_channel *ch, void *buf, size_t cap, size_t *len, int64_t t
 		}
 		total = (size_t)tot;
 		got = n - 8;
-		memcpy(buf, p + 8, got);
+		if (got)
+			memcpy(buf, p + 8, got);
 		consume(rc);
 	}
 	r = recv_rest(rc, buf, got, total, deadline);

@@ -431,6 +431,7 @@ static int rx(struct schan *c, void *buf, size_t cap, const void **ptr, size_t *
 	      int64_t timeout_us)
 {
 	struct waiter w = WAITER(timeout_us);
+	bool polled = false;
 	int rc = atomic_load(&c->err);
 	if (rc == -EPIPE)
 		return rc;
@@ -472,10 +473,14 @@ static int rx(struct schan *c, void *buf, size_t cap, const void **ptr, size_t *
 		}
 		if (c->eof)
 			return -ECONNRESET; /* no complete frame left */
+		/* Blocking waits poll first: with no complete frame buffered, a
+		 * read would most likely find nothing and cost a syscall (~1 us
+		 * here). busy_poll and timeout 0 read first. */
 		rc = rbuf_room(c, need);
 		if (!rc)
-			rc = fill(c);
-		if (rc == -EAGAIN)
+			rc = polled || c->busy_poll || timeout_us == 0 ? fill(c) : -EAGAIN;
+		polled = rc == -EAGAIN;
+		if (polled)
 			rc = wait_io(c, &w, rx_events(c), &c->rsleeps);
 		if (rc && rc != -ECONNRESET)
 			return rc;

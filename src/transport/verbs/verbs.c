@@ -42,8 +42,8 @@
 #include "clock.h"
 #include "ringchan.h"
 #include "sockutil.h"
+#include "verbs_wire.h"
 
-#define RD_MAGIC 0x44524c5au /* "ZLRD" */
 #define SQ_DEPTH 128
 #define RQ_DEPTH 16
 #define SIGNAL_EVERY (SQ_DEPTH / 4)
@@ -51,25 +51,12 @@
 #define SAFETY_SLEEP_US 1000
 #define REAP_TIMEOUT_US 2000000
 
-struct rd_info {
-	uint32_t magic;
-	uint16_t version;
-	uint16_t info_size;
-	int32_t status;
-	uint32_t qpn, psn;
-	uint16_t lid;
-	uint8_t mtu, layout; /* layout: how the peer must write into my ring */
-	uint8_t gid[16];
-	uint64_t ring_addr;
-	uint32_t ring_rkey, ring_size;
-	uint64_t ctl_addr;
-	uint32_t ctl_rkey, max_inline;
-	uint64_t key, max_msg;
-};
+
 
 /* Written by the peer through RDMA; read here. */
 struct rd_ctl {
 	_Alignas(64) _Atomic uint64_t rpos;         /* peer's read position in my tx ring */
+	_Atomic uint64_t rpos_check;                /* zl_rpos_check(rpos): see ring.h */
 	_Alignas(64) _Atomic uint32_t rx_sleeping;  /* peer's receiver sleeps */
 	_Alignas(64) _Atomic uint32_t tx_sleeping;  /* peer's sender waits for room */
 	_Alignas(64) uint64_t src[4];               /* sources of small inline WRITEs */
@@ -215,13 +202,15 @@ static int rd_push(void *ctx, uint32_t off, uint32_t len)
 	return r;
 }
 
-/* An 8-byte inline WRITE into the peer's control block. */
-static int write_word(struct rd_chan *v, size_t field, uint64_t val, int slot)
+/* A small inline WRITE of n words into the peer's control block. Each use
+ * has its own source slots; values written there only ever grow (rpos) or
+ * repeat (flags), so a late DMA read would still send a good value. */
+static int write_words(struct rd_chan *v, size_t field, const uint64_t *val, int n, int slot)
 {
 	lock(v);
-	v->ctl->src[slot] = val; /* inline: copied at post time */
-	int r = post_locked(v, IBV_WR_RDMA_WRITE, &v->ctl->src[slot], 8, v->ctl_mr->lkey,
-			    v->peer.ctl_addr + field, v->peer.ctl_rkey, 0);
+	memcpy(&v->ctl->src[slot], val, sizeof(uint64_t) * (size_t)n);
+	int r = post_locked(v, IBV_WR_RDMA_WRITE, &v->ctl->src[slot], 8u * (uint32_t)n,
+			    v->ctl_mr->lkey, v->peer.ctl_addr + field, v->peer.ctl_rkey, 0);
 	unlock(v);
 	return r;
 }
@@ -230,7 +219,8 @@ static int write_word(struct rd_chan *v, size_t field, uint64_t val, int slot)
 
 static void rd_publish(struct zl_ringchan *rc, uint64_t rpos)
 {
-	write_word(RD(rc), offsetof(struct rd_ctl, rpos), rpos, 0);
+	uint64_t pair[2] = { rpos, zl_rpos_check(rpos, rc->rx.key) };
+	write_words(RD(rc), offsetof(struct rd_ctl, rpos), pair, 2, 0);
 }
 
 static int rd_arm(struct zl_ringchan *rc, enum zl_dir d)
@@ -238,7 +228,8 @@ static int rd_arm(struct zl_ringchan *rc, enum zl_dir d)
 	size_t f = d == ZL_DIR_RX ? offsetof(struct rd_ctl, rx_sleeping)
 				  : offsetof(struct rd_ctl, tx_sleeping);
 	/* the flag is 32 bits; write the whole aligned word around it */
-	return write_word(RD(rc), f, 1, d == ZL_DIR_RX ? 1 : 2);
+	uint64_t one = 1;
+	return write_words(RD(rc), f, &one, 1, d == ZL_DIR_RX ? 2 : 3);
 }
 
 static int rd_wake(struct zl_ringchan *rc, enum zl_dir d)
@@ -677,12 +668,15 @@ static int setup(struct rd_chan *v, const struct rd_params *p, const struct zl_o
 	zl_ring_tx_init(&rc->tx, v->stage, v->peer.ring_size, v->peer.key, &v->ctl->rpos,
 			rd_push, v);
 	zl_ring_tx_set_layout(&rc->tx, v->tx_layout);
+	rc->tx.peer_rpos_check = &v->ctl->rpos_check;
 	zl_ring_rx_init(&rc->rx, v->ring, ring_size, key, o->rpos_every, NULL, NULL);
 	zl_ring_rx_set_layout(&rc->rx, my_layout, my_layout == ZL_LAYOUT_TAG_FIRST);
 	rc->peer_rx_sleeping = &v->ctl->rx_sleeping;
 	rc->peer_tx_sleeping = &v->ctl->tx_sleeping;
 	rc->publish_rpos = rd_publish;
 	zl_ringchan_init(rc, o, "rdma");
+	snprintf(rc->stats.mode, sizeof(rc->stats.mode), "%s",
+		 my_layout == ZL_LAYOUT_LEN_FIRST ? "single" : "split");
 	return 0;
 }
 

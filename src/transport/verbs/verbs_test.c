@@ -1,0 +1,382 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rdma:// cases that only a real RDMA stack can show. Runs in the Soft-RoCE
+ * VM (tests/vm/rdma-vm.sh), which sets ZL_RDMA_*; exits 77 elsewhere.
+ *
+ *   verbs_test CASE [single|split|auto]
+ *   CASE: sizes | kill | memlock | hostile | rkey | auto
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <linux/capability.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "zipline.h"
+#include "verbs_wire.h"
+
+#define TMO 5000000
+#define FAIL(...) do { printf("FAIL %s:%d: ", __FILE__, __LINE__); printf(__VA_ARGS__); \
+		       printf("\n"); exit(1); } while (0)
+#define CHECK_RC(call, want) do { int r_ = (call); if (r_ != (want)) \
+		FAIL("%s = %d (%s), want %d", #call, r_, zl_strerror(r_), (want)); } while (0)
+
+static const char *dev_a, *dev_b, *ip_a, *order = "auto";
+static char logbuf[4096];
+
+static void capture_log(enum zl_log_level lvl, const char *msg, void *arg)
+{
+	size_t n = strlen(logbuf);
+	snprintf(logbuf + n, sizeof(logbuf) - n, "%s\n", msg);
+	fprintf(stderr, "log: %s\n", msg);
+}
+
+static double now_s(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + t.tv_nsec / 1e9;
+}
+
+static void url(char *buf, size_t cap, int port, const char *dev, const char *extra)
+{
+	snprintf(buf, cap, "rdma://%s:%d?dev=%s&order=%s%s", ip_a, port, dev, order, extra);
+}
+
+static void fill(uint8_t *p, size_t n, uint32_t seed)
+{
+	for (size_t i = 0; i < n; i++)
+		p[i] = (uint8_t)(seed * 31 + i * 7);
+}
+
+/* An echo peer in a child process; returns its pid. */
+static pid_t spawn_echo(const char *u)
+{
+	pid_t pid = fork();
+	if (pid)
+		return pid;
+	zl_channel *ch;
+	static uint8_t buf[8 << 20];
+	size_t len;
+	int r = zl_connect(u, NULL, TMO, &ch);
+	if (r) {
+		printf("echo peer: connect: %s\n", zl_strerror(r));
+		_exit(2);
+	}
+	while (!(r = zl_recv(ch, buf, sizeof(buf), &len, TMO)) &&
+	       !(r = zl_send(ch, buf, len, TMO)))
+		;
+	if (r != -ECONNRESET)
+		printf("echo peer: stopped on %s\n", zl_strerror(r));
+	zl_close(ch);
+	_exit(0);
+}
+
+static zl_channel *accept_one(zl_listener *l)
+{
+	zl_channel *ch;
+	CHECK_RC(zl_accept(l, TMO, &ch), 0);
+	return ch;
+}
+
+/* Inline and non-inline sizes, wraparound of a small ring, fragmentation. */
+static void case_sizes(void)
+{
+	char su[256], cu[256];
+	url(su, sizeof(su), 7601, dev_a, "&ring=4096");
+	url(cu, sizeof(cu), 7601, dev_b, "&ring=4096");
+	zl_listener *l;
+	CHECK_RC(zl_listen(su, NULL, &l), 0);
+	pid_t pid = spawn_echo(cu);
+	zl_channel *ch = accept_one(l);
+	static uint8_t out[8 << 20], in[8 << 20];
+	static const size_t sizes[] = { 0, 1, 8, 64, 200, 232, 256, 300, 1000, 2024, 4000,
+					100000, 1 << 20 };
+	int n = 0;
+	for (int round = 0; round < 40; round++)
+		for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+			size_t s = sizes[(i + (size_t)round) % (sizeof(sizes) / sizeof(sizes[0]))];
+			if (s > 100000 && round % 10)
+				continue; /* a few big ones: the emulator is slow */
+			size_t len = 0;
+			fill(out, s, (uint32_t)n);
+			CHECK_RC(zl_send(ch, out, s, 4 * TMO), 0);
+			CHECK_RC(zl_recv(ch, in, sizeof(in), &len, 4 * TMO), 0);
+			if (len != s || memcmp(in, out, s))
+				FAIL("echo %d of %zu bytes came back as %zu bytes or different", n, s, len);
+			n++;
+		}
+	struct zl_channel_info info;
+	zl_channel_info(ch, &info);
+	printf("sizes: %d echoes over a 4 KiB ring ok (mode %s, %llu rpos updates)\n", n,
+	       info.mode, (unsigned long long)info.rpos_updates);
+	zl_close(ch);
+	waitpid(pid, NULL, 0);
+	zl_listener_close(l);
+}
+
+/* The peer dies mid-stream: we get an error within a bound, never a hang. */
+static void case_kill(void)
+{
+	char su[256], cu[256];
+	url(su, sizeof(su), 7602, dev_a, "");
+	url(cu, sizeof(cu), 7602, dev_b, "");
+	zl_listener *l;
+	CHECK_RC(zl_listen(su, NULL, &l), 0);
+	pid_t pid = spawn_echo(cu);
+	zl_channel *ch = accept_one(l);
+	uint8_t buf[4096];
+	size_t len;
+	for (int i = 0; i < 20; i++) {
+		CHECK_RC(zl_send(ch, buf, 100, TMO), 0);
+		CHECK_RC(zl_recv(ch, buf, sizeof(buf), &len, TMO), 0);
+	}
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	double t0 = now_s();
+	int r = zl_recv(ch, buf, sizeof(buf), &len, 10000000);
+	double dt = now_s() - t0;
+	if (r != -ECONNRESET || dt > 3)
+		FAIL("recv after the peer was killed: %d (%s) after %.2f s", r, zl_strerror(r), dt);
+	r = zl_send(ch, buf, 100, TMO);
+	if (r != -ECONNRESET && r != -EPIPE)
+		FAIL("send after the peer was killed: %d (%s)", r, zl_strerror(r));
+	printf("kill: -ECONNRESET %.3f s after the peer died\n", dt);
+	zl_close(ch);
+	zl_listener_close(l);
+}
+
+/* Registration beyond RLIMIT_MEMLOCK: a clear error that names the limit.
+ * Root ignores the limit through CAP_IPC_LOCK, so the child drops it. */
+static void case_memlock(void)
+{
+	char su[256], cu[256];
+	url(su, sizeof(su), 7603, dev_a, "");
+	url(cu, sizeof(cu), 7603, dev_b, "&ring=4194304");
+	zl_listener *l;
+	CHECK_RC(zl_listen(su, NULL, &l), 0);
+	pid_t pid = fork();
+	if (!pid) {
+		struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
+		struct __user_cap_data_struct d[2];
+		struct rlimit rl = { 65536, 65536 };
+		zl_channel *ch;
+		if (syscall(SYS_capget, &h, d))
+			_exit(3);
+		d[0].effective &= ~(1u << CAP_IPC_LOCK);
+		d[0].permitted &= ~(1u << CAP_IPC_LOCK);
+		if (syscall(SYS_capset, &h, d) || setrlimit(RLIMIT_MEMLOCK, &rl))
+			_exit(3);
+		logbuf[0] = 0;
+		int r = zl_connect(cu, NULL, TMO, &ch);
+		printf("memlock: connect with a 4 MiB ring under a 64 KiB limit: %d (%s)\n", r,
+		       zl_strerror(r));
+		_exit(r == -ENOMEM && strstr(logbuf, "RLIMIT_MEMLOCK") ? 0 : 1);
+	}
+	zl_channel *ch;
+	int r = zl_accept(l, TMO, &ch); /* the client gives up mid-handshake */
+	if (!r)
+		zl_close(ch);
+	int st;
+	waitpid(pid, &st, 0);
+	if (!WIFEXITED(st) || WEXITSTATUS(st))
+		FAIL("memlock child: status %d (want -ENOMEM and a log naming RLIMIT_MEMLOCK)", st);
+	zl_listener_close(l);
+}
+
+static int tcp_to(const char *ip, int port)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	inet_pton(AF_INET, ip, &a.sin_addr);
+	int s = socket(AF_INET, SOCK_STREAM, 0);
+	if (s < 0 || connect(s, (struct sockaddr *)&a, sizeof(a)))
+		FAIL("tcp connect to %s:%d: %s", ip, port, strerror(errno));
+	return s;
+}
+
+/* Garbage and a version mismatch in the handshake: -EPROTO, and the
+ * listener keeps serving good clients. */
+static void case_hostile(void)
+{
+	char su[256], cu[256];
+	url(su, sizeof(su), 7604, dev_a, "");
+	url(cu, sizeof(cu), 7604, dev_b, "");
+	zl_listener *l;
+	zl_channel *ch;
+	CHECK_RC(zl_listen(su, NULL, &l), 0);
+	struct rd_info bad;
+	memset(&bad, 0x5a, sizeof(bad));
+	int s = tcp_to(ip_a, 7604);
+	if (write(s, &bad, sizeof(bad)) != (ssize_t)sizeof(bad))
+		FAIL("write");
+	CHECK_RC(zl_accept(l, TMO, &ch), -EPROTO);
+	close(s);
+	memset(&bad, 0, sizeof(bad));
+	bad.magic = RD_MAGIC;
+	bad.version = 999;
+	bad.info_size = sizeof(bad);
+	s = tcp_to(ip_a, 7604);
+	if (write(s, &bad, sizeof(bad)) != (ssize_t)sizeof(bad))
+		FAIL("write");
+	CHECK_RC(zl_accept(l, TMO, &ch), -EPROTO);
+	close(s);
+	s = tcp_to(ip_a, 7604); /* says nothing: the handshake times out */
+	struct zl_opts o;
+	zl_opts_init(&o);
+	zl_listener_close(l);
+	o.handshake_timeout_us = 300000;
+	CHECK_RC(zl_listen(su, &o, &l), 0);
+	close(s);
+	s = tcp_to(ip_a, 7604);
+	CHECK_RC(zl_accept(l, TMO, &ch), -ETIMEDOUT);
+	close(s);
+	pid_t pid = spawn_echo(cu);
+	ch = accept_one(l);
+	uint8_t buf[64] = "hello";
+	size_t len;
+	CHECK_RC(zl_send(ch, buf, 6, TMO), 0);
+	CHECK_RC(zl_recv(ch, buf, sizeof(buf), &len, TMO), 0);
+	printf("hostile: garbage and a wrong version refused with -EPROTO, silence times out, "
+	       "then a good client works\n");
+	zl_close(ch);
+	waitpid(pid, NULL, 0);
+	zl_listener_close(l);
+}
+
+/* A man in the middle corrupts the server's ring rkey in the handshake:
+ * the client's WRITEs fail on the NIC, and both ends see an error. */
+static void case_rkey(void)
+{
+	char su[256], cu[256];
+	url(su, sizeof(su), 7605, dev_a, "");
+	snprintf(cu, sizeof(cu), "rdma://%s:7606?dev=%s&order=%s", ip_a, dev_b, order);
+	zl_listener *l;
+	CHECK_RC(zl_listen(su, NULL, &l), 0);
+	pid_t proxy = fork();
+	if (!proxy) { /* one connection: 7606 -> 7605, rewriting one field */
+		int ls = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+		struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(7606) };
+		inet_pton(AF_INET, ip_a, &a.sin_addr);
+		setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		if (bind(ls, (struct sockaddr *)&a, sizeof(a)) || listen(ls, 1))
+			_exit(3);
+		int c = accept(ls, NULL, NULL), srv = tcp_to(ip_a, 7605);
+		struct rd_info info; /* the server sends it first, unprompted */
+		if (recv(srv, &info, sizeof(info), MSG_WAITALL) != (ssize_t)sizeof(info))
+			_exit(4);
+		info.ring_rkey ^= 0x5a5a;
+		if (write(c, &info, sizeof(info)) != (ssize_t)sizeof(info))
+			_exit(4);
+		struct pollfd p[2] = { { .fd = c, .events = POLLIN }, { .fd = srv, .events = POLLIN } };
+		while (poll(p, 2, 10000) > 0)
+			for (int i = 0; i < 2; i++) {
+				char buf[4096];
+				if (!p[i].revents)
+					continue;
+				ssize_t n = read(p[i].fd, buf, sizeof(buf));
+				if (n <= 0 || write(i ? c : srv, buf, (size_t)n) != n)
+					_exit(0);
+			}
+		_exit(0);
+	}
+	usleep(200000);
+	pid_t cli = fork();
+	if (!cli) {
+		zl_channel *ch;
+		uint8_t buf[256] = { 0 };
+		size_t len;
+		int r = zl_connect(cu, NULL, TMO, &ch);
+		if (r)
+			_exit(10);
+		double t0 = now_s();
+		r = zl_send(ch, buf, 100, TMO);
+		if (!r)
+			r = zl_recv(ch, buf, sizeof(buf), &len, 10000000);
+		printf("rkey: client got %d (%s) after %.2f s\n", r, zl_strerror(r), now_s() - t0);
+		_exit(r == -ECONNRESET || r == -EPIPE ? 0 : 1);
+	}
+	zl_channel *ch = accept_one(l);
+	uint8_t buf[256];
+	size_t len;
+	double t0 = now_s();
+	int r = zl_recv(ch, buf, sizeof(buf), &len, 10000000);
+	printf("rkey: server got %d (%s) after %.2f s\n", r, zl_strerror(r), now_s() - t0);
+	if (r != -ECONNRESET && r != -ETIMEDOUT)
+		FAIL("server: unexpected %d", r);
+	int st;
+	waitpid(cli, &st, 0);
+	kill(proxy, SIGKILL);
+	waitpid(proxy, NULL, 0);
+	if (!WIFEXITED(st) || WEXITSTATUS(st))
+		FAIL("client with a corrupted rkey: status %d", st);
+	zl_close(ch);
+	zl_listener_close(l);
+}
+
+/* order=auto must choose the mode that does not rely on in-order
+ * placement on a device that does not promise it (rxe). */
+static void case_auto(void)
+{
+	order = "auto";
+	char su[256], cu[256];
+	url(su, sizeof(su), 7607, dev_a, "");
+	url(cu, sizeof(cu), 7607, dev_b, "");
+	zl_listener *l;
+	CHECK_RC(zl_listen(su, NULL, &l), 0);
+	pid_t pid = spawn_echo(cu);
+	zl_channel *ch = accept_one(l);
+	struct zl_channel_info info;
+	zl_channel_info(ch, &info);
+	bool rxe = !strncmp(dev_a, "rxe", 3);
+	printf("auto: mode %s on %s\n", info.mode, dev_a);
+	if (rxe && strcmp(info.mode, "split"))
+		FAIL("order=auto chose '%s' on rxe, which does not place data in order", info.mode);
+	zl_close(ch);
+	waitpid(pid, NULL, 0);
+	zl_listener_close(l);
+}
+
+int main(int argc, char **argv)
+{
+	setvbuf(stdout, NULL, _IONBF, 0);
+	dev_a = getenv("ZL_RDMA_DEV_A");
+	dev_b = getenv("ZL_RDMA_DEV_B");
+	ip_a = getenv("ZL_RDMA_IP_A");
+	if (!dev_a || !dev_b || !ip_a) {
+		printf("SKIP: needs an RDMA device pair (run inside tests/vm/rdma-vm.sh)\n");
+		return 77;
+	}
+	if (argc < 2)
+		return 2;
+	if (argc > 2)
+		order = argv[2];
+	zl_set_log(capture_log, NULL, ZL_LOG_INFO);
+	signal(SIGPIPE, SIG_IGN);
+	if (!strcmp(argv[1], "sizes"))
+		case_sizes();
+	else if (!strcmp(argv[1], "kill"))
+		case_kill();
+	else if (!strcmp(argv[1], "memlock"))
+		case_memlock();
+	else if (!strcmp(argv[1], "hostile"))
+		case_hostile();
+	else if (!strcmp(argv[1], "rkey"))
+		case_rkey();
+	else if (!strcmp(argv[1], "auto"))
+		case_auto();
+	else
+		return 2;
+	printf("PASS verbs_test %s %s\n", argv[1], order);
+	return 0;
+}

@@ -1,0 +1,27 @@
+/* SPDX-License-Identifier: MIT */
+/* The rdma:// handshake, sent both ways over the TCP side channel in host
+ * byte order (both ends must share it: the magic catches a mismatch). */
+#ifndef ZL_VERBS_WIRE_H
+#define ZL_VERBS_WIRE_H
+
+#include <stdint.h>
+
+#define RD_MAGIC 0x44524c5au /* "ZLRD" */
+
+struct rd_info {
+	uint32_t magic;
+	uint16_t version;
+	uint16_t info_size;
+	int32_t status;
+	uint32_t qpn, psn;
+	uint16_t lid;
+	uint8_t mtu, layout; /* layout: how the peer must write into my ring */
+	uint8_t gid[16];
+	uint64_t ring_addr;
+	uint32_t ring_rkey, ring_size;
+	uint64_t ctl_addr;
+	uint32_t ctl_rkey, max_inline;
+	uint64_t key, max_msg;
+};
+
+#endif
