@@ -1,0 +1,121 @@
+#!/bin/bash
+# /init of the rdma-vm.sh guest (PID 1). Brings up Soft-RoCE (rxe0 on veth0,
+# rxe1 on veth1), runs the host's command with its output on ttyS1, reports the
+# exit code through the 9p control share, and powers off.
+# Our stdout/stderr are the kernel console (ttyS0, a log file on the host).
+export PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root
+umask 022
+
+ctl=/run/zl-vm
+
+say() {
+	local up='?'
+	read -r up _ </proc/uptime 2>/dev/null
+	echo "[$up] zl-vm-init: $*"
+}
+mounted() { grep -q " $1 " /proc/mounts; } # busybox here has no mountpoint
+
+# PID 1 must never just exit (kernel panic): always power off.
+finish() {
+	sync
+	umount -a -r >/dev/null 2>&1
+	poweroff -f
+	sleep 5 # poweroff -f does not return; just in case
+}
+trap finish EXIT
+
+fail() {
+	say "FAILED: $*"
+	mounted "$ctl" && echo "$*" >"$ctl/setup-failed"
+	exit 1
+}
+
+mount -t proc proc /proc
+mount -t sysfs sys /sys
+mount -t devtmpfs dev /dev
+mkdir -p /dev/pts /dev/shm
+mount -t devpts devpts /dev/pts
+mount -t tmpfs shm /dev/shm
+mount -t tmpfs tmp /tmp
+mount -t tmpfs run /run
+mkdir -p "$ctl"
+say "loading modules"
+
+# Order matters (crc32 before rdma_rxe); the list comes from rdma-vm.sh.
+while read -r m; do
+	modprobe "$m" || fail "modprobe $m"
+	# The control share can be mounted as soon as 9p is there.
+	if [ "$m" = 9p ] && ! mounted "$ctl"; then
+		mount -t 9p -o trans=virtio,version=9p2000.L zlctl "$ctl" || fail "mount control share"
+	fi
+done </etc/zl-vm-modules
+mounted "$ctl" || fail "control share not mounted"
+
+# ZL_VM_CWD, ZL_VM_SHARE, ZL_VM_MTU, ZL_VM_CMD=(...), ZL_VM_USER_ENV=(...)
+# shellcheck source=/dev/null
+. "$ctl/cmd" || fail "cannot read $ctl/cmd"
+
+# --- network: two addresses of one host, forced across the veth pair ---------
+ip link set lo up
+ip link add veth0 type veth peer name veth1 || fail "ip link add veth"
+for i in 0 1; do
+	ip link set "veth$i" mtu "${ZL_VM_MTU:-1500}" || fail "veth MTU ${ZL_VM_MTU:-}"
+	ip addr add "10.0.0.$((i + 1))/24" dev "veth$i" || fail "ip addr add"
+done
+for c in all default veth0 veth1; do
+	echo 1 >"/proc/sys/net/ipv4/conf/$c/accept_local" # source is one of ours
+	echo 0 >"/proc/sys/net/ipv4/conf/$c/rp_filter"
+	echo 1 >"/proc/sys/net/ipv4/conf/$c/arp_ignore" # each veth answers for its own address
+done
+{ ip link set veth0 up && ip link set veth1 up; } || fail "veth up"
+# Local-to-local traffic would go through lo, where rxe drops it. Locally
+# generated packets (iif lo) between the pair use the veths instead; the
+# `local` table moves below those rules so received packets are still delivered.
+{ ip rule add pref 100 lookup local && ip rule del pref 0 lookup local; } ||
+	fail "ip rule local"
+{
+	ip route add 10.0.0.2/32 dev veth0 src 10.0.0.1 table 10 &&
+		ip route add 10.0.0.1/32 dev veth1 src 10.0.0.2 table 11 &&
+		ip rule add pref 10 from 10.0.0.1 to 10.0.0.2 iif lo lookup 10 &&
+		ip rule add pref 11 from 10.0.0.2 to 10.0.0.1 iif lo lookup 11
+} || fail "veth routing rules"
+
+rdma link add rxe0 type rxe netdev veth0 || fail "rdma link add rxe0"
+rdma link add rxe1 type rxe netdev veth1 || fail "rdma link add rxe1"
+
+# Ports go ACTIVE with the carrier; the IPv4 GIDs (index 1) arrive from a
+# workqueue a little later. Wait for both.
+port_ready() {
+	local p=/sys/class/infiniband/$1/ports/1
+	grep -q ACTIVE "$p/state" 2>/dev/null &&
+		grep -q "ffff:$2\$" "$p/gids/1" 2>/dev/null
+}
+for _ in $(seq 200); do
+	port_ready rxe0 0a00:0001 && port_ready rxe1 0a00:0002 && break
+	sleep 0.1
+done
+{ port_ready rxe0 0a00:0001 && port_ready rxe1 0a00:0002; } ||
+	fail "rxe ports/GIDs not ready: $(cat /sys/class/infiniband/rxe*/ports/1/{state,gids/1} 2>&1)"
+say "rxe0/rxe1 ready"
+
+# --- the share and the command ------------------------------------------------
+mkdir -p "$ZL_VM_SHARE"
+mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144 zlshare "$ZL_VM_SHARE" ||
+	fail "mount share $ZL_VM_SHARE"
+{ mkdir -p "$ZL_VM_CWD" && cd "$ZL_VM_CWD"; } || fail "cd $ZL_VM_CWD"
+
+ulimit -l unlimited # verbs memory registration pins pages
+stty -F /dev/ttyS1 raw -echo # no \n -> \r\n translation on the output port
+
+say "running: ${ZL_VM_CMD[*]}"
+# bash, not busybox env, execs CMD: that busybox prefers its own applets to
+# the real binaries in PATH.
+(
+	export ZL_VM=1 ZL_RDMA_DEV_A=rxe0 ZL_RDMA_DEV_B=rxe1 \
+		ZL_RDMA_IP_A=10.0.0.1 ZL_RDMA_IP_B=10.0.0.2 ZL_RDMA_GID_INDEX=1
+	for kv in "${ZL_VM_USER_ENV[@]}"; do export "${kv?}"; done
+	exec "${ZL_VM_CMD[@]}"
+) </dev/null >/dev/ttyS1 2>&1
+rc=$?
+say "command exited $rc"
+echo "$rc" >"$ctl/rc"

@@ -1,0 +1,44 @@
+#!/bin/bash
+# The rdma:// test suite, run INSIDE the Soft-RoCE VM (tests/vm/rdma-vm.sh):
+# the transport-independent channel tests over rdma:// in both order modes,
+# then the verbs-specific cases. Usage: rdma-suite.sh BUILD_DIR
+set -u
+B=${1:?usage: rdma-suite.sh BUILD_DIR}
+: "${ZL_RDMA_IP_A:?run this inside tests/vm/rdma-vm.sh}"
+export ZL_TEST_SCALE=${ZL_TEST_SCALE:-0.05}   # the emulator is 10-100x slower
+pass=0 fail=0 failed=()
+
+run() { # name, command...
+	local name=$1 t0 rc
+	shift
+	t0=$(date +%s)
+	timeout 300 "$@" > "/tmp/$name.log" 2>&1
+	rc=$?
+	if [ $rc -eq 0 ]; then
+		pass=$((pass + 1))
+		echo "PASS $name ($(( $(date +%s) - t0 )) s)"
+	elif [ $rc -eq 77 ]; then
+		echo "SKIP $name: $(tail -1 "/tmp/$name.log")"
+	else
+		fail=$((fail + 1))
+		failed+=("$name")
+		echo "FAIL $name (exit $rc):"
+		tail -15 "/tmp/$name.log" | sed 's/^/    /'
+	fi
+}
+
+for order in split single; do
+	export ZL_TEST_URL_rdma="rdma://$ZL_RDMA_IP_A:0?dev=$ZL_RDMA_DEV_A&order=$order"
+	export ZL_TEST_CONNECT_rdma="dev=$ZL_RDMA_DEV_B&order=$order"
+	for t in chan_basic chan_timeout chan_peer_kill chan_zerocopy chan_fd chan_stream; do
+		run "${t}_rdma_$order" "$B/tests/$t" rdma
+	done
+	run "chan_stream_duplex_rdma_$order" "$B/tests/chan_stream" rdma duplex
+	run "verbs_sizes_$order" "$B/src/transport/verbs/verbs_test" sizes "$order"
+done
+for c in kill memlock hostile rkey auto; do
+	run "verbs_$c" "$B/src/transport/verbs/verbs_test" "$c" split
+done
+[ ${#failed[@]} -eq 0 ] || echo "failed: ${failed[*]}"
+echo "rdma suite: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
