@@ -1,0 +1,61 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+# Every function declared in zipline.h must have docs/man/<name>.3, and groff
+# must accept every page without a warning.
+# usage: check-man.sh [include/zipline.h] [docs/man]
+set -eu
+
+here=$(cd "$(dirname "$0")" && pwd)
+header=${1:-$here/../include/zipline.h}
+mandir=${2:-$here/man}
+
+if ! command -v groff >/dev/null 2>&1; then
+	echo "SKIP: groff not installed (apt-get install groff-base)"
+	exit 77
+fi
+
+# Declarations start in column 0: "int zl_send(", "const char *zl_strerror(".
+funcs=$(sed -n 's/^[a-z][a-z_ ]*[ *]\(zl_[a-z_]*\)(.*/\1/p' "$header" | sort -u)
+if [ -z "$funcs" ]; then
+	echo "no functions found in $header"
+	exit 1
+fi
+
+fail=0
+n=0
+for f in $funcs; do
+	n=$((n + 1))
+	if [ ! -f "$mandir/$f.3" ]; then
+		echo "missing man page: $mandir/$f.3"
+		fail=1
+	elif ! grep -qw "$f" "$mandir/$f.3"; then
+		echo "$f.3 does not mention $f"
+		fail=1
+	fi
+done
+
+for page in "$mandir"/*.[37]; do
+	[ -f "$page" ] || continue
+	# -ww: all warnings; -z: no output. Any message counts as a failure.
+	out=$(cd "$mandir" && LC_ALL=C.UTF-8 groff -ww -z -man -t "$(basename "$page")" 2>&1) || true
+	if [ -n "$out" ]; then
+		echo "groff: $page:"
+		echo "$out"
+		fail=1
+	fi
+	# man(1) formats tables and line breaks for a terminal: more warnings.
+	if command -v man >/dev/null 2>&1; then
+		out=$(MANWIDTH=80 LC_ALL=C.UTF-8 man --warnings -l "$page" 2>&1 >/dev/null) || true
+		if [ -n "$out" ]; then
+			echo "man: $page:"
+			echo "$out"
+			fail=1
+		fi
+	fi
+	head -n 5 "$page" | grep -q '^\.TH ' || { echo "$page: no .TH header"; fail=1; }
+done
+
+if [ "$fail" -ne 0 ]; then
+	exit 1
+fi
+echo "man pages OK: $n functions in $(basename "$header"), all pages accepted by groff"

@@ -1,0 +1,43 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+# Run the examples against each other. usage: smoke.sh DIR_WITH_EXAMPLES
+set -eu
+
+bin=${1:?usage: smoke.sh DIR}
+sock=/tmp/zl-ex-$$.sock
+url=unix://$sock
+server=
+
+cleanup() {
+	if [ -n "$server" ]; then
+		kill "$server" 2>/dev/null || true
+		wait "$server" 2>/dev/null || true
+	fi
+	rm -f "$sock" "/tmp/zl-ex-poll-$$.sock"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+
+echo "== echo_server $url 1 (background)"
+timeout 60 "$bin/echo_server" "$url" 1 &
+server=$!
+
+echo "== echo_client $url 1000 64"
+timeout 30 "$bin/echo_client" "$url" 1000 64
+
+# The server exits after its one client; its status is the test's.
+rc=0
+wait "$server" || rc=$?
+server=
+if [ "$rc" -ne 0 ]; then
+	echo "echo_server failed (exit $rc)"
+	exit 1
+fi
+
+echo "== zerocopy shm://zl-ex-zc-$$ 100000"
+timeout 30 "$bin/zerocopy" "shm://zl-ex-zc-$$" 100000
+
+echo "== poll_loop unix:///tmp/zl-ex-poll-$$.sock 3 1000"
+timeout 30 "$bin/poll_loop" "unix:///tmp/zl-ex-poll-$$.sock" 3 1000
+
+echo "== examples_smoke: OK"
