@@ -1,0 +1,388 @@
+/* SPDX-License-Identifier: MIT */
+/* zl-bench: command line and dispatch. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "zipline.h"
+#include "zl-bench.h"
+
+static const char usage_text[] =
+	"usage: zl-bench <command> [options]\n"
+	"\n"
+	"Ping-pong latency benchmarks for zipline. Every time printed is a round-trip\n"
+	"time (RTT): the client sends one message, an echo server sends it back.\n"
+	"\n"
+	"commands:\n"
+	"  compare  [--sizes 8,64,512,4096] [--iters N] [--shm-iters N] [--sock-iters N]\n"
+	"           [--csv FILE] [--png FILE] [--ucx]\n"
+	"      the floor, shm://, unix://, tcp://, tcp:// with busy-poll and a raw TCP\n"
+	"      baseline at each size; prints a table and ratios, writes CSV (default\n"
+	"      zl-bench-compare.csv, replaced) and a gnuplot PNG (zl-bench-compare.png).\n"
+	"      Default: 200000 round trips for floor/shm, 20000 for sockets; --iters sets\n"
+	"      both. --ucx adds ucx_perftest rows via bench/compare-ucx.sh.\n"
+	"  pingpong --url URL [--size S[,S...]] [--iters N] [--warmup W] [--csv FILE]\n"
+	"           [--zerocopy] [--server | --client]\n"
+	"      one zipline URL. Forks its own echo server unless --server or --client\n"
+	"      is given (one side each, e.g. on two hosts). --zerocopy uses\n"
+	"      zl_send_reserve/commit and zl_recv_peek/release on both sides.\n"
+	"      Default sizes 8,64,512,4096; iters 200000 for shm://, else 20000.\n"
+	"  floor    [--iters N] [--warmup W] [--csv FILE]\n"
+	"      the hardware limit: one 8-byte atomic in its own cache line bounced\n"
+	"      between two processes on two CPUs (default 200000 round trips).\n"
+	"  rawtcp   [--size S[,S...]] [--iters N] [--warmup W] [--csv FILE]\n"
+	"      blocking TCP ping-pong on 127.0.0.1 without zipline (the baseline).\n"
+	"\n"
+	"common options:\n"
+	"  --pin A,B | A | none  client on CPU A, echo server on CPU B (default: the\n"
+	"                        first two allowed CPUs, i.e. 0,1; one-sided runs pin\n"
+	"                        only when --pin is given)\n"
+	"  --timer auto|tsc|clock  per-round-trip clock; auto = rdtscp when the TSC is\n"
+	"                        invariant, else clock_gettime(CLOCK_MONOTONIC_RAW)\n"
+	"  --timeout SEC         bound on every wait (default 10)\n"
+	"  --warmup W            warm-up round trips per size (default iters/10)\n"
+	"  --csv FILE            append rows: transport,url,size,iters,median_us,p99_us,\n"
+	"                        p999_us,max_us,rt_per_s,timer\n"
+	"\n"
+	"URLs: shm://NAME, tcp://HOST:PORT (port 0 = any free port), unix:///path;\n"
+	"options as a query, e.g. tcp://127.0.0.1:0?busy_poll=1&spin_us=-1\n"
+	"Sizes take k/m suffixes (4k = 4096).\n"
+	"\n"
+	"examples:\n"
+	"  zl-bench compare\n"
+	"  zl-bench pingpong --url shm://demo --size 64,4k --iters 1000000\n"
+	"  hostB$ zl-bench pingpong --server --url tcp://0.0.0.0:7000 --timeout 120\n"
+	"  hostA$ zl-bench pingpong --client --url tcp://hostB:7000 --size 64\n"
+	"\n"
+	"exit status: 0 success, 1 a benchmark or transport failed, 2 usage\n";
+
+__attribute__((format(printf, 1, 2))) static int usage(const char *fmt, ...)
+{
+	va_list ap;
+	if (fmt) {
+		fprintf(stderr, "zl-bench: ");
+		va_start(ap, fmt);
+		vfprintf(stderr, fmt, ap);
+		va_end(ap);
+		fprintf(stderr, "\n\n");
+	}
+	fputs(usage_text, stderr);
+	return 2;
+}
+
+/* ---- value parsers ---------------------------------------------------- */
+
+int parse_u64(const char *s, uint64_t *out)
+{
+	char *end;
+	if (!s || !*s || *s == '-')
+		return -1;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno || end == s)
+		return -1;
+	unsigned long long mul = 1;
+	switch (*end) {
+	case 'k': case 'K': mul = 1ull << 10; end++; break;
+	case 'm': case 'M': mul = 1ull << 20; end++; break;
+	case 'g': case 'G': mul = 1ull << 30; end++; break;
+	}
+	if (*end || (mul > 1 && v > UINT64_MAX / mul))
+		return -1;
+	*out = v * mul;
+	return 0;
+}
+
+int parse_sizes(const char *s, size_t *v, int *n)
+{
+	char buf[512], *save = NULL;
+	if (strlen(s) >= sizeof(buf))
+		return -1;
+	strcpy(buf, s);
+	*n = 0;
+	for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		uint64_t x;
+		if (*n == ZLB_MAX_SIZES || parse_u64(t, &x) || x > (1ull << 30))
+			return -1;
+		v[(*n)++] = (size_t)x;
+	}
+	return *n ? 0 : -1;
+}
+
+int parse_pin(const char *s, int *a, int *b)
+{
+	if (!strcmp(s, "none")) {
+		*a = *b = ZLB_NO_CPU;
+		return 0;
+	}
+	char *end;
+	long x = strtol(s, &end, 10), y = x;
+	if (end == s || x < 0 || x > 4095)
+		return -1;
+	if (*end == ',') {
+		const char *s2 = end + 1;
+		y = strtol(s2, &end, 10);
+		if (end == s2 || y < 0 || y > 4095)
+			return -1;
+	}
+	if (*end)
+		return -1;
+	*a = (int)x;
+	*b = (int)y;
+	return 0;
+}
+
+/* ---- options ---------------------------------------------------------- */
+
+enum {
+	O_URL = 1000, O_SIZE, O_ITERS, O_WARMUP, O_PIN, O_CSV, O_ZC, O_SERVER, O_CLIENT,
+	O_SIZES, O_PNG, O_UCX, O_TIMER, O_TIMEOUT, O_SHM_ITERS, O_SOCK_ITERS, O_HELP,
+};
+
+static const struct option longopts[] = {
+	{"url", required_argument, 0, O_URL},
+	{"size", required_argument, 0, O_SIZE},
+	{"sizes", required_argument, 0, O_SIZES},
+	{"iters", required_argument, 0, O_ITERS},
+	{"shm-iters", required_argument, 0, O_SHM_ITERS},
+	{"sock-iters", required_argument, 0, O_SOCK_ITERS},
+	{"warmup", required_argument, 0, O_WARMUP},
+	{"pin", required_argument, 0, O_PIN},
+	{"csv", required_argument, 0, O_CSV},
+	{"png", required_argument, 0, O_PNG},
+	{"zerocopy", no_argument, 0, O_ZC},
+	{"server", no_argument, 0, O_SERVER},
+	{"client", no_argument, 0, O_CLIENT},
+	{"ucx", no_argument, 0, O_UCX},
+	{"timer", required_argument, 0, O_TIMER},
+	{"timeout", required_argument, 0, O_TIMEOUT},
+	{"help", no_argument, 0, O_HELP},
+	{0, 0, 0, 0},
+};
+
+enum cmd { C_PINGPONG, C_FLOOR, C_COMPARE, C_RAWTCP };
+
+/* Which options each command takes: a usage error beats a silently
+ * ignored flag in a benchmark. */
+static int allowed(enum cmd c, int opt)
+{
+	switch (opt) {
+	case O_PIN: case O_TIMER: case O_TIMEOUT: case O_HELP: case O_ITERS: case O_CSV:
+		return 1;
+	case O_WARMUP:
+		return c != C_COMPARE;
+	case O_URL: case O_ZC: case O_SERVER: case O_CLIENT:
+		return c == C_PINGPONG;
+	case O_SIZE: case O_SIZES: /* synonyms */
+		return c != C_FLOOR;
+	case O_SHM_ITERS: case O_SOCK_ITERS: case O_PNG: case O_UCX:
+		return c == C_COMPARE;
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2)
+		return usage(NULL);
+	const char *name = argv[1];
+	enum cmd cmd;
+	if (!strcmp(name, "pingpong"))
+		cmd = C_PINGPONG;
+	else if (!strcmp(name, "floor"))
+		cmd = C_FLOOR;
+	else if (!strcmp(name, "compare"))
+		cmd = C_COMPARE;
+	else if (!strcmp(name, "rawtcp"))
+		cmd = C_RAWTCP;
+	else if (!strcmp(name, "--help") || !strcmp(name, "-h") || !strcmp(name, "help"))
+		return usage(NULL);
+	else
+		return usage("unknown command '%s'", name);
+
+	const char *url = NULL, *csv = NULL, *png = "zl-bench-compare.png", *sizes_arg = NULL;
+	uint64_t iters = 0, warmup = UINT64_MAX, shm_iters = 0, sock_iters = 0, timeout_s = 10;
+	int pin_given = 0, cpu_a = 0, cpu_b = 1, zc = 0, ucx = 0;
+	enum pp_mode mode = PP_BOTH;
+	enum timer_kind tk = TIMER_AUTO;
+
+	/* options follow the command word */
+	int ac = argc - 1, opt;
+	char **av = argv + 1;
+	optind = 1;
+	opterr = 0;
+	while ((opt = getopt_long(ac, av, "h", longopts, NULL)) != -1) {
+		if (opt == 'h')
+			opt = O_HELP;
+		if (opt == '?' || opt == ':')
+			return usage("bad or incomplete option '%s'", av[optind - 1]);
+		if (!allowed(cmd, opt)) {
+			const char *oname = "?";
+			for (const struct option *lo = longopts; lo->name; lo++)
+				if (lo->val == opt)
+					oname = lo->name;
+			return usage("option '--%s' does not apply to this command", oname);
+		}
+		switch (opt) {
+		case O_HELP:
+			return usage(NULL);
+		case O_URL: url = optarg; break;
+		case O_SIZE: case O_SIZES: sizes_arg = optarg; break;
+		case O_ITERS:
+			if (parse_u64(optarg, &iters) || !iters)
+				return usage("bad --iters '%s'", optarg);
+			break;
+		case O_SHM_ITERS:
+			if (parse_u64(optarg, &shm_iters) || !shm_iters)
+				return usage("bad --shm-iters '%s'", optarg);
+			break;
+		case O_SOCK_ITERS:
+			if (parse_u64(optarg, &sock_iters) || !sock_iters)
+				return usage("bad --sock-iters '%s'", optarg);
+			break;
+		case O_WARMUP:
+			if (parse_u64(optarg, &warmup))
+				return usage("bad --warmup '%s'", optarg);
+			break;
+		case O_PIN:
+			if (parse_pin(optarg, &cpu_a, &cpu_b))
+				return usage("bad --pin '%s' (want A,B or A or none)", optarg);
+			pin_given = 1;
+			break;
+		case O_CSV: csv = optarg; break;
+		case O_PNG: png = optarg; break;
+		case O_ZC: zc = 1; break;
+		case O_UCX: ucx = 1; break;
+		case O_SERVER:
+		case O_CLIENT:
+			if (mode != PP_BOTH)
+				return usage("%s", "--server and --client exclude each other");
+			mode = opt == O_SERVER ? PP_SERVER : PP_CLIENT;
+			break;
+		case O_TIMER:
+			if (!strcmp(optarg, "auto"))
+				tk = TIMER_AUTO;
+			else if (!strcmp(optarg, "tsc"))
+				tk = TIMER_TSC;
+			else if (!strcmp(optarg, "clock"))
+				tk = TIMER_CLOCK;
+			else
+				return usage("bad --timer '%s' (auto, tsc or clock)", optarg);
+			break;
+		case O_TIMEOUT:
+			if (parse_u64(optarg, &timeout_s) || !timeout_s || timeout_s > 86400)
+				return usage("bad --timeout '%s' (seconds, 1..86400)", optarg);
+			break;
+		}
+	}
+	if (optind < ac)
+		return usage("unexpected argument '%s'", av[optind]);
+
+	/* Pinning: both peers on one CPU would measure the scheduler. */
+	if (!pin_given) {
+		if (mode != PP_BOTH || default_cpus(&cpu_a, &cpu_b))
+			cpu_a = cpu_b = ZLB_NO_CPU;
+	} else if (mode == PP_SERVER) {
+		cpu_a = ZLB_NO_CPU;
+	} else if (mode == PP_CLIENT) {
+		cpu_b = ZLB_NO_CPU;
+	}
+	if (pin_given && mode == PP_BOTH && cpu_a != ZLB_NO_CPU && cpu_a == cpu_b)
+		fprintf(stderr, "zl-bench: note: client and server share cpu%d; the numbers will "
+				"include scheduler wake-ups\n", cpu_a);
+
+	signal(SIGPIPE, SIG_IGN); /* a dead peer must be an error, not a kill */
+	if (timer_init(tk))
+		return 1;
+	int64_t timeout_us = (int64_t)timeout_s * 1000000;
+
+	size_t sizes[ZLB_MAX_SIZES] = {8, 64, 512, 4096};
+	int nsizes = 4;
+	if (sizes_arg && parse_sizes(sizes_arg, sizes, &nsizes))
+		return usage("bad size list '%s' (e.g. 8,64,4k; at most 32, each <= 1g)", sizes_arg);
+
+	FILE *csvf = NULL;
+	if (csv && cmd != C_COMPARE && !(csvf = report_csv_open(csv, 0)))
+		return 1;
+
+	int rc;
+	switch (cmd) {
+	case C_FLOOR: {
+		if (!iters)
+			iters = 200000;
+		struct sink sink = {csvf, "floor", "cacheline"};
+		struct result r;
+		if (cpu_a == ZLB_NO_CPU && cpu_count() >= 2)
+			printf("note: not pinned; with both sides on one CPU this measures the "
+			       "scheduler, not the cache\n");
+		rc = floor_run(iters, warmup == UINT64_MAX ? iters / 10 : warmup, cpu_a, cpu_b, 0,
+			       &sink, &r);
+		break;
+	}
+	case C_PINGPONG:
+	case C_RAWTCP: {
+		if (cmd == C_PINGPONG && !url)
+			return usage("%s", "pingpong needs --url");
+		struct pp_opts o = {
+			.url = cmd == C_PINGPONG ? url : "tcp://127.0.0.1:0",
+			.nsizes = nsizes,
+			.iters = iters ? iters : (!strncmp(url ? url : "", "shm:", 4) ? 200000 : 20000),
+			.cpu_client = cpu_a,
+			.cpu_server = cpu_b,
+			.zerocopy = zc,
+			.timeout_us = timeout_us,
+			.mode = mode,
+		};
+		o.warmup = warmup == UINT64_MAX ? o.iters / 10 : warmup;
+		memcpy(o.sizes, sizes, sizeof(o.sizes));
+		struct result res[ZLB_MAX_SIZES];
+		char scheme[16] = "zipline";
+		sscanf(o.url, "%15[a-z0-9]", scheme);
+		struct sink sink = {csvf, cmd == C_RAWTCP ? "raw-tcp" : scheme,
+				    cmd == C_RAWTCP ? "tcp://127.0.0.1:0 (plain socket)" : o.url};
+		if (cmd == C_RAWTCP) {
+			char line[256];
+			printf("raw tcp (baseline): blocking TCP ping-pong on 127.0.0.1, TCP_NODELAY, no "
+			       "zipline\nRTT (round trip), microseconds: %llu timed round trips per "
+			       "size after %llu warm-up\n",
+			       (unsigned long long)o.iters, (unsigned long long)o.warmup);
+			timer_describe(line, sizeof(line));
+			printf("%s\n", line);
+			describe_pin(line, sizeof(line), cpu_a, cpu_b, 1);
+			printf("%s\n", line);
+			report_columns();
+			rc = rawtcp_run(&o, &sink, res);
+		} else {
+			rc = pingpong_run(&o, &sink, res);
+		}
+		break;
+	}
+	case C_COMPARE: {
+		struct compare_opts o = {
+			.nsizes = nsizes,
+			.shm_iters = shm_iters ? shm_iters : iters ? iters : 200000,
+			.sock_iters = sock_iters ? sock_iters : iters ? iters : 20000,
+			.cpu_client = cpu_a,
+			.cpu_server = cpu_b,
+			.timeout_us = timeout_us,
+			.csv = csv ? csv : "zl-bench-compare.csv",
+			.png = png,
+			.ucx = ucx,
+		};
+		memcpy(o.sizes, sizes, sizeof(o.sizes));
+		rc = compare_run(&o);
+		break;
+	}
+	default:
+		rc = 2;
+	}
+	if (csvf)
+		fclose(csvf);
+	return rc;
+}

@@ -1,0 +1,441 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * zipline ping-pong: a client sends one message, an echo server sends it
+ * back, one message outstanding at a time. Each sample is one round trip.
+ * The echoed payload is checked on every round trip so that a transport
+ * that drops, reorders or corrupts messages fails loudly instead of
+ * producing good-looking numbers.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "zipline.h"
+#include "zl-bench.h"
+
+/* ---- payload stamping and checking ------------------------------------ */
+
+/* A size-dependent pattern, so stale bytes of another size never match. */
+static void fill_template(uint8_t *tx, size_t size)
+{
+	for (size_t j = 0; j < size; j++)
+		tx[j] = (uint8_t)(j * 7 + 1 + size);
+}
+
+/* Make this round trip's message unique: counter in the first 8 bytes
+ * (or first byte), a counter-derived last byte. */
+static inline void stamp(uint8_t *tx, size_t size, uint64_t ctr)
+{
+	if (size >= 8)
+		memcpy(tx, &ctr, 8);
+	else if (size)
+		tx[0] = (uint8_t)ctr;
+	if (size > 8 || (size > 1 && size < 8))
+		tx[size - 1] = (uint8_t)(ctr * 131 + 7);
+}
+
+/* First 8 bytes, the middle byte and the last byte must come back. */
+static inline int echo_ok(const uint8_t *rx, size_t len, const uint8_t *tx, size_t size)
+{
+	if (len != size)
+		return 0;
+	if (!size)
+		return 1;
+	size_t head = size < 8 ? size : 8;
+	return !memcmp(rx, tx, head) && rx[size / 2] == tx[size / 2] &&
+	       rx[size - 1] == tx[size - 1];
+}
+
+static void report_mismatch(const uint8_t *rx, size_t len, const uint8_t *tx, size_t size)
+{
+	fprintf(stderr, "zl-bench: ERROR: the echo of a %zu-byte message came back wrong: ", size);
+	if (len != size) {
+		fprintf(stderr, "got %zu bytes back\n", len);
+		return;
+	}
+	if (size >= 8) {
+		uint64_t want, got;
+		memcpy(&want, tx, 8);
+		memcpy(&got, rx, 8);
+		fprintf(stderr, "counter %llu expected %llu, ", (unsigned long long)got,
+			(unsigned long long)want);
+	}
+	fprintf(stderr, "first byte 0x%02x/0x%02x, last byte 0x%02x/0x%02x (got/expected)\n",
+		rx[0], tx[0], rx[size - 1], tx[size - 1]);
+}
+
+/* ---- bounded zero-copy reservation ------------------------------------ */
+
+/* zl_send_reserve never waits; wait for room with a bound. The deadline is
+ * only computed once room is short, to keep the clock out of the fast path. */
+static int reserve_bounded(zl_channel *ch, size_t len, void **p, int64_t timeout_us)
+{
+	uint64_t deadline = 0;
+	for (;;) {
+		int rc = zl_send_reserve(ch, len, p);
+		if (rc != -EAGAIN)
+			return rc;
+		if (!deadline)
+			deadline = mono_ns() + (uint64_t)timeout_us * 1000;
+		else if (mono_ns() > deadline)
+			return -ETIMEDOUT;
+		rc = zl_wait_writable(ch, len, timeout_us);
+		if (rc)
+			return rc;
+	}
+}
+
+/* ---- echo server ------------------------------------------------------ */
+
+static int server_err(const char *what, int rc)
+{
+	fprintf(stderr, "zl-bench server: %s: %s (%d)\n", what, zl_strerror(rc), rc);
+	return 1;
+}
+
+/* Echo every message until the client closes. Returns 0 on a clean close. */
+static int echo_loop(zl_channel *ch, int zerocopy, int64_t to)
+{
+	size_t cap = 64 * 1024, len;
+	char *buf = malloc(cap);
+	int rc;
+	if (!buf)
+		return server_err("malloc", -ENOMEM);
+	for (;;) {
+		if (zerocopy) {
+			const void *in;
+			void *out;
+			rc = zl_recv_peek(ch, &in, &len, to);
+			if (rc == 0) {
+				rc = reserve_bounded(ch, len, &out, to);
+				if (rc == 0) {
+					memcpy(out, in, len);
+					rc = zl_send_commit(ch, len);
+				} else if (rc == -EMSGSIZE) {
+					/* larger than one record: echo by copy */
+					rc = zl_send(ch, in, len, to);
+				}
+				int rr = zl_recv_release(ch);
+				if (rc)
+					break;
+				if (rr) {
+					rc = rr;
+					break;
+				}
+				continue;
+			}
+			if (rc != -EMSGSIZE)
+				break;
+			/* fragmented message: the copy path below reads it */
+		}
+		rc = zl_recv(ch, buf, cap, &len, to);
+		if (rc == -EMSGSIZE) {
+			char *nb = realloc(buf, len);
+			if (!nb) {
+				rc = -ENOMEM;
+				break;
+			}
+			buf = nb;
+			cap = len;
+			continue;
+		}
+		if (rc)
+			break;
+		rc = zl_send(ch, buf, len, to);
+		if (rc)
+			break;
+	}
+	free(buf);
+	if (rc == -ECONNRESET)
+		return 0; /* the client is done */
+	return server_err("echo", rc);
+}
+
+/* If the listener reports its URL without the query (?busy_poll=1...),
+ * give the client the same options the server was started with. */
+static void merge_query(const char *orig, const char *got, char *out, size_t cap)
+{
+	const char *q = strchr(orig, '?');
+	if (q && !strchr(got, '?'))
+		snprintf(out, cap, "%s%s", got, q);
+	else
+		snprintf(out, cap, "%s", got);
+}
+
+/* The server side. notify_fd >= 0: we are the forked child; report
+ * "OK <url>" or "ERR <text>" there once listening. */
+static int server_main(const struct pp_opts *o, int notify_fd)
+{
+	zl_listener *l;
+	char got[600], url[700];
+	if (pin_self(o->cpu_server)) {
+		if (notify_fd >= 0)
+			dprintf(notify_fd, "ERR cannot pin the echo server to cpu%d\n", o->cpu_server);
+		return 1;
+	}
+	int rc = zl_listen(o->url, NULL, &l);
+	if (rc) {
+		if (notify_fd >= 0)
+			dprintf(notify_fd, "ERR zl_listen(%s): %s\n", o->url, zl_strerror(rc));
+		else
+			server_err("zl_listen", rc);
+		return 1;
+	}
+	if (zl_listener_url(l, got, sizeof(got)))
+		snprintf(got, sizeof(got), "%s", o->url);
+	merge_query(o->url, got, url, sizeof(url));
+	if (notify_fd >= 0) {
+		dprintf(notify_fd, "OK %s\n", url);
+		close(notify_fd);
+	} else {
+		printf("zl-bench server: listening on %s (%s data path), waiting up to %.0f s for a "
+		       "client\n",
+		       url, o->zerocopy ? "zero-copy" : "copy", (double)o->timeout_us / 1e6);
+		fflush(stdout);
+	}
+	zl_channel *ch;
+	rc = zl_accept(l, o->timeout_us, &ch);
+	zl_listener_close(l);
+	if (rc)
+		return server_err("zl_accept", rc);
+	rc = echo_loop(ch, o->zerocopy, o->timeout_us);
+	zl_close(ch);
+	if (notify_fd < 0 && !rc)
+		printf("zl-bench server: client closed the channel; done\n");
+	return rc;
+}
+
+static int server_child(void *arg, int wfd)
+{
+	return server_main(arg, wfd);
+}
+
+/* ---- client ----------------------------------------------------------- */
+
+/* n round trips of one size; samples == NULL for the warm-up. Returns 0,
+ * a negative zipline error (with *what set), or 1 after a mismatch. */
+static int run_copy(zl_channel *ch, size_t size, uint8_t *tx, uint8_t *rx, uint64_t n,
+		    uint64_t *samples, uint64_t *ctr, int64_t to, const char **what)
+{
+	size_t len;
+	int rc;
+	uint64_t prev = timer_now();
+	for (uint64_t i = 0; i < n; i++) {
+		stamp(tx, size, (*ctr)++);
+		rc = zl_send(ch, tx, size, to);
+		if (rc) {
+			*what = "zl_send";
+			return rc;
+		}
+		rc = zl_recv(ch, rx, size, &len, to);
+		if (rc) {
+			*what = "zl_recv";
+			return rc;
+		}
+		if (!echo_ok(rx, len, tx, size)) {
+			report_mismatch(rx, len, tx, size);
+			return 1;
+		}
+		/* one timestamp per round trip: the end of this one starts the
+		 * next, so the samples add up exactly to the elapsed time */
+		uint64_t now = timer_now();
+		if (samples)
+			samples[i] = now - prev;
+		prev = now;
+	}
+	return 0;
+}
+
+static int run_zerocopy(zl_channel *ch, size_t size, uint8_t *tx, uint64_t n, uint64_t *samples,
+			uint64_t *ctr, int64_t to, const char **what)
+{
+	size_t len;
+	int rc;
+	uint64_t prev = timer_now();
+	for (uint64_t i = 0; i < n; i++) {
+		void *out;
+		const void *in;
+		stamp(tx, size, (*ctr)++);
+		rc = reserve_bounded(ch, size, &out, to);
+		if (rc) {
+			*what = "zl_send_reserve";
+			return rc;
+		}
+		memcpy(out, tx, size); /* "produce" the message in place */
+		rc = zl_send_commit(ch, size);
+		if (rc) {
+			*what = "zl_send_commit";
+			return rc;
+		}
+		rc = zl_recv_peek(ch, &in, &len, to);
+		if (rc) {
+			*what = "zl_recv_peek";
+			return rc;
+		}
+		int ok = echo_ok(in, len, tx, size);
+		if (!ok)
+			report_mismatch(in, len, tx, size);
+		rc = zl_recv_release(ch);
+		if (!ok)
+			return 1;
+		if (rc) {
+			*what = "zl_recv_release";
+			return rc;
+		}
+		uint64_t now = timer_now();
+		if (samples)
+			samples[i] = now - prev;
+		prev = now;
+	}
+	return 0;
+}
+
+static void print_header(const struct pp_opts *o, const char *url);
+
+static int client_main(const struct pp_opts *o, const char *url, pid_t server,
+		       const struct sink *sink, struct result *res)
+{
+	zl_channel *ch = NULL;
+	uint8_t *tx = NULL, *rx = NULL;
+	uint64_t *samples = NULL, ctr = 1;
+	size_t maxsz = 1;
+	int rc, ret = 1;
+
+	for (int i = 0; i < o->nsizes; i++)
+		if (o->sizes[i] > maxsz)
+			maxsz = o->sizes[i];
+	tx = malloc(maxsz);
+	rx = malloc(maxsz);
+	/* preallocated and touched: no allocation or page fault when timing */
+	samples = malloc(o->iters * sizeof(*samples));
+	if (!tx || !rx || !samples) {
+		fprintf(stderr, "zl-bench: out of memory\n");
+		goto out;
+	}
+	memset(samples, 0, o->iters * sizeof(*samples));
+	memset(rx, 0, maxsz);
+
+	rc = zl_connect(url, NULL, o->timeout_us, &ch);
+	if (rc) {
+		fprintf(stderr, "zl-bench: zl_connect(%s): %s (%d)\n", url, zl_strerror(rc), rc);
+		goto out;
+	}
+	if (!o->quiet_header)
+		print_header(o, url);
+	pid_t pids[2] = {0, server};
+	int npids = server > 0 ? 2 : 1;
+
+	for (int s = 0; s < o->nsizes; s++) {
+		size_t size = o->sizes[s];
+		const char *what = "";
+		int zc = o->zerocopy;
+		if (zc && size > zl_max_inline(ch)) {
+			printf("note: %zu B is larger than one record (zl_max_inline = %zu): copy "
+			       "path for this size\n",
+			       size, zl_max_inline(ch));
+			zc = 0;
+		}
+		fill_template(tx, size);
+		rc = zc ? run_zerocopy(ch, size, tx, o->warmup, NULL, &ctr, o->timeout_us, &what)
+			: run_copy(ch, size, tx, rx, o->warmup, NULL, &ctr, o->timeout_us, &what);
+		struct load_snap l0, l1;
+		load_snap(&l0, pids, npids);
+		uint64_t t0 = mono_ns();
+		if (!rc)
+			rc = zc ? run_zerocopy(ch, size, tx, o->iters, samples, &ctr, o->timeout_us,
+					       &what)
+				: run_copy(ch, size, tx, rx, o->iters, samples, &ctr, o->timeout_us,
+					   &what);
+		uint64_t t1 = mono_ns();
+		load_snap(&l1, pids, npids);
+		if (rc) {
+			if (rc < 0)
+				fprintf(stderr, "zl-bench: size %zu: %s: %s (%d)\n", size, what,
+					zl_strerror(rc), rc);
+			goto out;
+		}
+		res[s].size = size;
+		res[s].iters = o->iters;
+		stats_compute(samples, o->iters, t1 - t0, &res[s]);
+		report_row(&res[s]);
+		load_check(&l0, &l1);
+		report_csv_row(sink, &res[s]);
+	}
+	ret = 0;
+out:
+	zl_close(ch);
+	free(samples);
+	free(tx);
+	free(rx);
+	return ret;
+}
+
+static void print_header(const struct pp_opts *o, const char *url)
+{
+	char line[256];
+	int v = zl_version();
+	printf("zl-bench pingpong: zipline %d.%d.%d, %s", v / 10000, v / 100 % 100, v % 100,
+	       o->url);
+	if (strcmp(url, o->url))
+		printf(" (connecting to %s)", url);
+	printf("\ndata path: %s\n",
+	       o->zerocopy ? "zero-copy (zl_send_reserve/commit, zl_recv_peek/release)"
+			   : "copy (zl_send / zl_recv)");
+	printf("RTT (round trip), microseconds: %llu timed round trips per size after %llu "
+	       "warm-up; payload checked on every round trip\n",
+	       (unsigned long long)o->iters, (unsigned long long)o->warmup);
+	timer_describe(line, sizeof(line));
+	printf("%s\n", line);
+	describe_pin(line, sizeof(line), o->cpu_client, o->cpu_server, o->mode == PP_BOTH);
+	printf("%s\n", line);
+	if (o->mode == PP_CLIENT)
+		printf("note: a server on this host counts as co-tenant load in the warnings\n");
+	report_columns();
+}
+
+int pingpong_run(const struct pp_opts *o, const struct sink *sink, struct result *res)
+{
+	if (o->mode == PP_SERVER)
+		return server_main(o, -1);
+	if (o->mode == PP_CLIENT) {
+		if (pin_self(o->cpu_client))
+			return 1;
+		return client_main(o, o->url, 0, sink, res);
+	}
+
+	int rfd;
+	char line[800];
+	pid_t pid = spawn_child(server_child, (void *)o, &rfd);
+	if (pid < 0)
+		return 1;
+	int timeout_ms = (int)(o->timeout_us / 1000);
+	if (read_line(rfd, line, sizeof(line), timeout_ms) < 0 || strncmp(line, "OK ", 3)) {
+		fprintf(stderr, "zl-bench: echo server for %s did not start: %s\n", o->url,
+			strncmp(line, "ERR ", 4) ? "no answer" : line + 4);
+		close(rfd);
+		kill_child(pid);
+		return 1;
+	}
+	close(rfd);
+	const char *url = line + 3;
+	if (pin_self(o->cpu_client)) {
+		kill_child(pid);
+		return 1;
+	}
+	int rc = client_main(o, url, pid, sink, res);
+	if (rc) {
+		/* give the server a moment to print why it failed, if it did */
+		explain_status("the echo server", reap_child(pid, 200));
+		return 1;
+	}
+	int st = reap_child(pid, 5000);
+	if (st != 0) {
+		explain_status("the echo server", st);
+		return 1;
+	}
+	return 0;
+}
