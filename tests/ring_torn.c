@@ -82,7 +82,7 @@ static void torn_record(struct hw *h, uint32_t len, uint8_t type, enum order ord
 {
 	uint32_t off = (uint32_t)(h->pos & (SIZE - 1));
 	uint32_t rs = zl_rec_size(len);
-	uint64_t tag = h->seq ^ h->p.key;
+	uint64_t tag = zl_ring_htag(h->p.key, h->seq);
 	uint32_t lo = lay_len_off(h->layout), to = lay_tag_off(h->layout);
 
 	peek_eagain(h, "stale record before writing");
@@ -104,11 +104,11 @@ static void torn_record(struct hw *h, uint32_t len, uint8_t type, enum order ord
 	free(offs);
 	free(vals);
 	if (ord == FTR_THEN_TAG) {
-		store_word(h, off + rs - 8, ~tag, false, "footer (htag not yet)");
+		store_word(h, off + rs - 8, zl_ring_ftag(h->p.key, h->seq), false, "footer (htag not yet)");
 		store_word(h, off + to, tag, true, "htag");
 	} else {
 		store_word(h, off + to, tag, false, "htag (footer not yet)");
-		store_word(h, off + rs - 8, ~tag, true, "footer");
+		store_word(h, off + rs - 8, zl_ring_ftag(h->p.key, h->seq), true, "footer");
 	}
 	h->seq++;
 	h->pos += rs;
@@ -216,26 +216,26 @@ static void stale(bool tag_last)
 		    key ^ 0x100, pl, 8);
 	CHECK_RC(peek_rc(&p), -EAGAIN);
 	/* header and footer of two different records (tags swapped) */
-	put64(p.buf, 8, ~(64 ^ key));
-	put64(p.buf, 24 + 8 - 8, 64 ^ key);
+	put64(p.buf, 8, zl_ring_ftag(key, 64));
+	put64(p.buf, 24 + 8 - 8, zl_ring_htag(key, 64));
 	CHECK_RC(peek_rc(&p), -EAGAIN);
 
 	/* the right htag, but the footer is the one of the record that was
 	 * there a lap ago (same length, seq 0) */
 	hand_record(p.buf, SIZE, ZL_LAYOUT_LEN_FIRST, 0, len_word(40, ZL_REC_MSG), 0, key, pl, 40);
 	put64(p.buf, 0, len_word(40, ZL_REC_MSG));
-	put64(p.buf, 8, 64 ^ key); /* new htag, old footer ~(0 ^ key) stays */
-	CHECK(get64(p.buf, 56) == ~(0 ^ key));
+	put64(p.buf, 8, zl_ring_htag(key, 64)); /* new htag, old footer (seq 0) stays */
+	CHECK(get64(p.buf, 56) == zl_ring_ftag(key, 0));
 	CHECK_RC(peek_rc(&p), tag_last ? -EPROTO : -EAGAIN);
 	/* footer of the right seq but another key */
-	put64(p.buf, 56, ~(64 ^ (key ^ 0x40)));
+	put64(p.buf, 56, zl_ring_ftag(key ^ 0x40, 64));
 	CHECK_RC(peek_rc(&p), tag_last ? -EPROTO : -EAGAIN);
 	if (!tag_last) {
 		/* split record: footer never written, many polls */
 		for (int i = 0; i < 100; i++)
 			CHECK_RC(peek_rc(&p), -EAGAIN);
 		/* now the footer lands */
-		put64(p.buf, 56, ~(64 ^ key));
+		put64(p.buf, 56, zl_ring_ftag(key, 64));
 		const void *rp;
 		uint32_t rl;
 		uint8_t ty;

@@ -76,11 +76,11 @@ static void check_pad(struct rpair *p, uint64_t wpos, uint32_t rem, uint64_t seq
 		return; /* skipped by rule: nothing written */
 	}
 	npad++;
-	uint64_t tag = seq ^ p->key;
+	uint64_t tag = zl_ring_htag(p->key, seq);
 	CHECKF(get64(p->buf, off) == len_word(rem - ZL_REC_OVERHEAD, ZL_REC_PAD),
 	       "PAD len word at %u: %#" PRIx64, off, get64(p->buf, off));
 	CHECK(get64(p->buf, off + 8) == tag);
-	CHECK(get64(p->buf, SIZE - 8) == ~tag);
+	CHECK(get64(p->buf, SIZE - 8) == zl_ring_ftag(p->key, seq));
 }
 
 /* Send s then t without consuming, then receive both. */

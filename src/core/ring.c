@@ -7,34 +7,36 @@
  * LEN_FIRST (TAG_FIRST swaps the two header words):
  *
  *   [0]      len word: u32 len | u8 type << 32, upper 24 bits zero
- *   [8]      htag = seq ^ key
+ *   [8]      htag = mix(key ^ seq)
  *   [16]     payload, len bytes, padded to 8
- *   [size-8] ftag = ~(seq ^ key)
+ *   [size-8] ftag = mix(key ^ seq ^ 2^63)
  *
- * seq counts records from 0; key is a random 64-bit value with bit 63 set,
- * chosen by the receiver per channel and known only to the two ends. A
- * record never wraps: when it does not fit before the end of the ring the
- * sender writes a PAD record to the end and starts at offset 0. A tail of
- * fewer than 24 bytes (too short for any record) is skipped by rule, by the
- * sender as soon as it is left and by the receiver when it reaches it.
+ * seq counts records from 0; key is a random 64-bit value chosen by the
+ * receiver per channel and known only to the two ends; mix is a bijection
+ * on 64-bit words with full avalanche (zl_mix64). A record never wraps:
+ * when it does not fit before the end of the ring the sender writes a PAD
+ * record to the end and starts at offset 0. A tail of fewer than 24 bytes
+ * (too short for any record) is skipped by rule, by the sender as soon as
+ * it is left and by the receiver when it reaches it.
  *
  * Why a stale or torn record is never delivered. The receiver delivers the
- * record at P only if the htag at P equals seq ^ key AND the ftag at the end
- * computed from its length equals ~(seq ^ key).
+ * record at P only if the htag at P equals htag(seq) AND the ftag at the end
+ * computed from its length equals ftag(seq).
  *
  *  1. Tags never repeat. seq grows by one per record and stays below 2^63,
- *     so every record's htag differs from every other record's htag, and the
- *     same holds for ftags. An htag never equals any ftag: seq ^ key ==
- *     ~(seq' ^ key) needs seq ^ seq' == ~0, impossible below 2^63. So no
- *     header or footer left from an earlier lap can validate, whatever lap
- *     it came from, and no zero-filled (never written) memory either: every
- *     htag has bit 63 set. The originals zeroed every consumed byte to get
- *     this; here nothing is zeroed and nothing depends on a lap count.
- *  2. Stale payload bytes are arbitrary and could in principle hold the
- *     right words at the right places. Both 64-bit tags depend on the key,
- *     which the application never sees, so an accidental match has
- *     probability 2^-64 per record; only the peer knows the key, and the
- *     peer can send any bytes it likes anyway.
+ *     so the inputs key ^ seq (htags) and key ^ seq ^ 2^63 (ftags) of all
+ *     records are pairwise distinct, and mix is a bijection: no header or
+ *     footer left from any earlier lap can equal the tag expected now. The
+ *     originals zeroed every consumed byte to get this; nothing is zeroed
+ *     here and nothing depends on a lap count.
+ *  2. Stale bytes that are not whole tags: payload left from earlier laps,
+ *     padding bytes never rewritten, or a fresh payload byte next to seven
+ *     bytes of an old tag. Because mix avalanches, tags of neighbouring
+ *     records share no structure (with a plain seq ^ key they would share
+ *     their high bytes, and one fresh byte over an old tag could complete a
+ *     future tag: a test caught exactly that). Any such mixture matches the
+ *     expected tag with probability 2^-64, or 2^-56 when one byte of it is
+ *     chosen by the application, which never sees the key.
  *  3. Completeness (no torn record):
  *     - shm: the sender stores the len word, payload and ftag, then the htag
  *       with release; the receiver loads the htag with acquire, so a valid
@@ -46,13 +48,13 @@
  *     - RDMA, no in-order placement (TAG_FIRST): the transport WRITEs
  *       [P+8, end) and then the htag in a second WRITE; RC executes WRITEs
  *       in order, so a valid htag means the record is complete (tag_last).
- *  4. Reuse: the sender writes over bytes only below the receiver's
- *     published read position, which moves past a record only after the
- *     receiver consumed it; a peeked record stays intact until consumed.
  *     Tags themselves may be seen torn where a NIC places bytes one by one;
  *     a torn tag only matches when its missing bytes already hold their new
  *     values, i.e. when it is as good as complete. (Read positions need a
  *     check word for this reason: see zl_rpos_check.)
+ *  4. Reuse: the sender writes over bytes only below the receiver's
+ *     published read position, which moves past a record only after the
+ *     receiver consumed it; a peeked record stays intact until consumed.
  *  5. Hostile input: the len word is read once, after the htag validated,
  *     and checked (type known, length <= max payload, record inside the
  *     ring, PAD ending exactly at the ring end) before any other access. A
@@ -111,6 +113,7 @@ void zl_ring_rx_init(struct zl_ring_rx *rx, const void *buf, uint32_t size, uint
 	rx->mask = size - 1;
 	rx->key = key;
 	rx->publish_every = publish_every ? publish_every : size / 4;
+	rx->htag = zl_ring_htag(key, 0);
 	rx->publish = publish;
 	rx->ctx = ctx;
 	layout_offsets(ZL_LAYOUT_LEN_FIRST, &rx->tag_off, &rx->len_off);
@@ -184,11 +187,12 @@ bool zl_ring_tx_has_room(struct zl_ring_tx *tx, uint32_t len, int *err)
 static int write_record(struct zl_ring_tx *tx, uint32_t off, uint32_t len, uint8_t type)
 {
 	uint32_t rs = zl_rec_size(len);
-	uint64_t tag = tx->seq ^ tx->key;
 	atomic_store_explicit(word(tx->stage, off + tx->len_off),
 			      (uint64_t)len | (uint64_t)type << 32, memory_order_relaxed);
-	atomic_store_explicit(word(tx->stage, off + rs - 8), ~tag, memory_order_relaxed);
-	atomic_store_explicit(word(tx->stage, off + tx->tag_off), tag, memory_order_release);
+	atomic_store_explicit(word(tx->stage, off + rs - 8), zl_ring_ftag(tx->key, tx->seq),
+			      memory_order_relaxed);
+	atomic_store_explicit(word(tx->stage, off + tx->tag_off), zl_ring_htag(tx->key, tx->seq),
+			      memory_order_release);
 	tx->seq++;
 	tx->wpos += rs;
 	/* a tail too short for any record is skipped by rule, by both sides;
@@ -257,6 +261,7 @@ static inline void advance(struct zl_ring_rx *rx, uint32_t rs)
 {
 	rx->rpos += rs;
 	rx->seq++;
+	rx->htag = zl_ring_htag(rx->key, rx->seq); /* polled often: computed once */
 	if (rx->rpos - rx->published >= rx->publish_every)
 		publish(rx);
 }
@@ -271,8 +276,8 @@ int zl_ring_rx_peek(struct zl_ring_rx *rx, const void **payload, uint32_t *len,
 			rx->rpos += rem;
 			continue;
 		}
-		uint64_t tag = rx->seq ^ rx->key;
-		if (atomic_load_explicit(word(rx->buf, off + rx->tag_off), memory_order_acquire) != tag)
+		if (atomic_load_explicit(word(rx->buf, off + rx->tag_off), memory_order_acquire) !=
+		    rx->htag)
 			return -EAGAIN;
 		uint64_t lw = atomic_load_explicit(word(rx->buf, off + rx->len_off),
 						   memory_order_relaxed);
@@ -286,7 +291,8 @@ int zl_ring_rx_peek(struct zl_ring_rx *rx, const void **payload, uint32_t *len,
 			return -EPROTO;
 		}
 		uint32_t rs = zl_rec_size(n);
-		if (atomic_load_explicit(word(rx->buf, off + rs - 8), memory_order_acquire) != ~tag) {
+		if (atomic_load_explicit(word(rx->buf, off + rs - 8), memory_order_acquire) !=
+		    zl_ring_ftag(rx->key, rx->seq)) {
 			if (!rx->tag_last)
 				return -EAGAIN;
 			ZL_LOG(ZL_LOG_ERROR, "record %llu at offset %u (len %u, type %u): bad footer",

@@ -47,16 +47,28 @@ static inline uint32_t zl_rec_size(uint32_t len)
 	return ZL_REC_OVERHEAD + ((len + 7u) & ~7u);
 }
 
-/* The check word published with a read position over RDMA (a keyed
- * 64-bit mix: a torn mix of two pairs matches with probability 2^-64). */
-static inline uint64_t zl_rpos_check(uint64_t rpos, uint64_t key)
+/* A keyed bijective 64-bit mix (splitmix64's finalizer). */
+static inline uint64_t zl_mix64(uint64_t x)
 {
-	uint64_t x = rpos ^ key;
 	x ^= x >> 30;
 	x *= 0xbf58476d1ce4e5b9ull;
 	x ^= x >> 27;
 	x *= 0x94d049bb133111ebull;
 	return x ^ (x >> 31);
+}
+
+/* The header and footer tags of record seq (seq < 2^63). See ring.c. */
+static inline uint64_t zl_ring_htag(uint64_t key, uint64_t seq) { return zl_mix64(key ^ seq); }
+static inline uint64_t zl_ring_ftag(uint64_t key, uint64_t seq)
+{
+	return zl_mix64(key ^ seq ^ (1ull << 63));
+}
+
+/* The check word published with a read position over RDMA (a keyed
+ * 64-bit mix: a torn mix of two pairs matches with probability 2^-64). */
+static inline uint64_t zl_rpos_check(uint64_t rpos, uint64_t key)
+{
+	return zl_mix64(zl_mix64(rpos ^ key) + 1);
 }
 
 /* Largest payload of one record in a ring of the given size. */
@@ -68,7 +80,7 @@ static inline uint32_t zl_ring_max_payload(uint32_t ring_size)
 struct zl_ring_tx {
 	uint8_t *stage;          /* records are built here */
 	uint32_t size, mask;
-	uint64_t key;            /* the receiver's channel key (bit 63 set) */
+	uint64_t key;            /* the receiver's random channel key */
 	uint64_t wpos;           /* absolute position of the next record */
 	uint64_t seq;            /* number of records written */
 	uint64_t rpos_cache;     /* last peer read position seen */
@@ -94,6 +106,7 @@ struct zl_ring_rx {
 	uint64_t key;
 	uint64_t rpos;           /* absolute position of the next record */
 	uint64_t seq;            /* records consumed */
+	uint64_t htag;           /* the htag expected next */
 	uint64_t published;      /* last read position published */
 	uint32_t publish_every;  /* publish after this many consumed bytes */
 	uint32_t cur_size;       /* size of the record being peeked, 0 if none */
@@ -105,7 +118,7 @@ struct zl_ring_rx {
 	uint64_t rpos_updates;   /* statistics */
 };
 
-/* Initialise. size must be a power of two >= 4096; key must have bit 63 set.
+/* Initialise. size must be a power of two >= 4096; key is random.
  * publish_every 0 means size / 4. */
 void zl_ring_tx_init(struct zl_ring_tx *tx, void *stage, uint32_t size, uint64_t key,
 		     const _Atomic uint64_t *peer_rpos,

@@ -133,8 +133,8 @@ static inline void hand_record(uint8_t *buf, uint32_t size, enum zl_ring_layout 
 		memcpy(buf + off + ZL_REC_HDR, payload, plen);
 	uint64_t end = (uint64_t)off + zl_rec_size(len);
 	if (len <= size && end <= size)
-		put64(buf, (uint32_t)end - 8, ~(seq ^ key));
-	put64(buf, off + lay_tag_off(l), seq ^ key);
+		put64(buf, (uint32_t)end - 8, zl_ring_ftag(key, seq));
+	put64(buf, off + lay_tag_off(l), zl_ring_htag(key, seq));
 }
 
 #endif

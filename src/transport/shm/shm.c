@@ -332,8 +332,7 @@ static int recv_hello(int sock, struct shm_hello *h, int *fds, int64_t deadline)
 	if (h->status)
 		return h->status < 0 && h->status > -4096 ? h->status : -EPROTO;
 	if (nf != NFDS || h->ring_size < 4096 || h->ring_size > (1u << 30) ||
-	    (h->ring_size & (h->ring_size - 1)) || h->ctl_size != CTL_SIZE ||
-	    !(h->key >> 63)) {
+	    (h->ring_size & (h->ring_size - 1)) || h->ctl_size != CTL_SIZE ) {
 		ZL_LOG(ZL_LOG_ERROR, "shm: handshake with bad ring parameters (ring %u, %d fds)",
 		       h->ring_size, nf);
 		return -EPROTO;
@@ -373,7 +372,6 @@ static int random_key(uint64_t *key)
 {
 	if (getrandom(key, sizeof(*key), 0) != sizeof(*key))
 		return -errno;
-	*key |= 1ull << 63;
 	return 0;
 }
 

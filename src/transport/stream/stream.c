@@ -35,6 +35,7 @@
 
 #define RBUF_SIZE (64u << 10)
 #define SBUF_SIZE (4u << 10)
+#define SMALL_FRAME 1024 /* frames up to this size are copied, then send() */
 #define CLOSE_FLUSH_US 100000
 
 struct schan {
@@ -188,6 +189,24 @@ static int send_frame(struct schan *c, const uint8_t *buf, size_t len, struct wa
 	uint32_t hdr = htole32((uint32_t)len);
 	const uint8_t *h = (const uint8_t *)&hdr;
 	size_t total = 4 + len, sent = 0;
+	if (total <= SMALL_FRAME) {
+		/* Small: build it in sbuf and send() it; cheaper than sendmsg's
+		 * iovec import, and a partial send leaves it pending in place. */
+		memcpy(c->sbuf, h, 4);
+		if (len)
+			memcpy(c->sbuf + 4, buf, len);
+		c->poff = 0;
+		c->plen = total;
+		int rc = push_pending(c, w);
+		if (rc && rc != -ECONNRESET && c->poff == 0) {
+			c->plen = 0; /* nothing left: the message was not sent */
+			atomic_store_explicit(&c->pending, false, memory_order_relaxed);
+			return rc;
+		}
+		if (rc == -ECONNRESET)
+			return rc;
+		sent = total;
+	}
 	while (sent < total) {
 		size_t hrest = sent < 4 ? 4 - sent : 0, pdone = sent - (4 - hrest);
 		struct iovec iov[2];
@@ -250,7 +269,16 @@ static int s_flush(zl_channel *ch, int64_t timeout_us)
 	struct schan *c = CH(ch);
 	struct waiter w = WAITER(timeout_us);
 	slock(c);
-	int rc = c->plen ? push_pending(c, &w) : 0;
+	int rc = 0;
+	if (c->plen) {
+		rc = atomic_load(&c->err);
+		if (rc) { /* failed channel: the tail can never go out */
+			c->poff = c->plen = 0;
+			atomic_store_explicit(&c->pending, false, memory_order_relaxed);
+		} else {
+			rc = push_pending(c, &w);
+		}
+	}
 	sunlock(c);
 	return rc;
 }

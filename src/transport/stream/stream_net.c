@@ -333,6 +333,7 @@ static int unix_reclaim(const struct sockaddr_un *sa)
 static int unix_listen(const struct zl_url *u, const struct zl_opts *o, zl_listener **out)
 {
 	struct sockaddr_un sa;
+	struct stat st;
 	int rc = check_params(u);
 	if (!rc)
 		rc = unix_addr(u, &sa);
@@ -347,15 +348,17 @@ static int unix_listen(const struct zl_url *u, const struct zl_opts *o, zl_liste
 		if (!rc)
 			rc = bind(fd, (struct sockaddr *)&sa, sizeof(sa)) ? -errno : 0;
 	}
-	struct stat st;
-	if (!rc && (listen(fd, SOMAXCONN) || lstat(sa.sun_path, &st)))
+	if (rc) {
+		close(fd);
+		return rc;
+	}
+	struct slistener *l = NULL;
+	if (listen(fd, SOMAXCONN) || lstat(sa.sun_path, &st))
 		rc = -errno;
-	struct slistener *l = rc ? NULL : l_new(fd, true, o);
+	else if (!(l = l_new(fd, true, o)))
+		rc = -ENOMEM;
 	if (!l) {
-		if (!rc) {
-			unlink(sa.sun_path);
-			rc = -ENOMEM;
-		}
+		unlink(sa.sun_path);
 		close(fd);
 		return rc;
 	}

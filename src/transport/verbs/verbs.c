@@ -558,8 +558,7 @@ static int check_info(const struct rd_info *i)
 	if (i->status)
 		return i->status < 0 && i->status > -4096 ? i->status : -EPROTO;
 	if (i->ring_size < 4096 || i->ring_size > (1u << 30) ||
-	    (i->ring_size & (i->ring_size - 1)) || i->layout > ZL_LAYOUT_TAG_FIRST ||
-	    !(i->key >> 63) || i->mtu < IBV_MTU_256 || i->mtu > IBV_MTU_4096 ||
+	    (i->ring_size & (i->ring_size - 1)) || i->layout > ZL_LAYOUT_TAG_FIRST || i->mtu < IBV_MTU_256 || i->mtu > IBV_MTU_4096 ||
 	    i->qpn == 0 || i->qpn > 0xffffff) {
 		ZL_LOG(ZL_LOG_ERROR, "rdma: handshake with bad parameters");
 		return -EPROTO;
@@ -623,7 +622,6 @@ static int setup(struct rd_chan *v, const struct rd_params *p, const struct zl_o
 	uint32_t psn;
 	if (getrandom(&key, 8, 0) != 8 || getrandom(&psn, 4, 0) != 4)
 		return -EIO;
-	key |= 1ull << 63;
 	psn &= 0xffffff;
 
 	struct rd_info me = { .magic = RD_MAGIC, .version = ZL_PROTO_VERSION,
