@@ -1,0 +1,72 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+# Our rdma:// ping-pong against perftest's ib_write_lat on the same Soft-RoCE
+# device pair, in ONE boot of the VM (tests/vm/rdma-vm.sh), at the same sizes.
+#
+#   bench/rdma-vs-perftest.sh [BUILD_DIR] [ITERS] [SIZES]
+#
+# ib_write_lat reports half a round trip; we double it and say so. Everything
+# here is emulated (qemu TCG + rxe): compare the ratios, not the microseconds.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+B=$(cd "${1:-$here/../build}" && pwd)
+ITERS=${2:-3000}
+SIZES=${3:-8 64 512 4096}
+
+if [ -z "${ZL_RDMA_IP_A:-}" ]; then # on the host: boot the VM and rerun inside
+	cp "$0" "$B/rdma-vs-perftest.sh"
+	exec "$here/../tests/vm/rdma-vm.sh" --timeout 1500 --share "$B" -- \
+		"$B/rdma-vs-perftest.sh" "$B" "$ITERS" "$SIZES"
+fi
+
+zb=$B/tools/zl-bench
+csv=$B/rdma-vs-perftest.csv
+echo "method,size,rtt_median_us,rtt_p99_us" > "$csv"
+A=$ZL_RDMA_IP_A
+
+# perftest: server on rxe1 (cpu1) first, client on rxe0 (cpu0) a second later.
+perftest() { # size -> "median p99" RTT in us (doubled from half-RTT)
+	local s=$1 out p=$((7000 + RANDOM % 2000))
+	taskset -c 1 ib_write_lat -d "$ZL_RDMA_DEV_B" -x 1 -F -s "$s" -n "$ITERS" -p "$p" \
+		> /tmp/pt_srv.log 2>&1 &
+	sleep 1
+	out=$(taskset -c 0 ib_write_lat -d "$ZL_RDMA_DEV_A" -x 1 -F -s "$s" -n "$ITERS" \
+		-p "$p" "$ZL_RDMA_IP_B" 2>&1) || { echo "$out" >&2; return 1; }
+	wait
+	# columns: bytes iters t_min t_max t_typical t_avg t_stdev 99% 99.9%
+	echo "$out" | awk -v s="$s" '$1 == s && NF >= 8 { printf "%.2f %.2f\n", 2 * $5, 2 * $8 }'
+}
+
+ours() { # size order -> "median p99" RTT in us
+	local s=$1 order=$2 p=$((9000 + RANDOM % 2000)) q
+	q="order=$order&spin_us=-1"
+	"$zb" pingpong --server --pin 1 --timeout 60 \
+		--url "rdma://$A:$p?dev=$ZL_RDMA_DEV_A&$q" > /tmp/zb_srv.log 2>&1 &
+	sleep 0.5
+	"$zb" pingpong --client --pin 0 --timeout 60 --size "$s" --iters "$ITERS" \
+		--warmup $((ITERS / 5)) --csv /tmp/zb.csv \
+		--url "rdma://$A:$p?dev=$ZL_RDMA_DEV_B&$q" > /tmp/zb_cli.log 2>&1 ||
+		{ cat /tmp/zb_cli.log /tmp/zb_srv.log >&2; return 1; }
+	wait
+	# transport,url,size,iters,median_us,p99_us,...
+	tail -1 /tmp/zb.csv | awk -F, '{ printf "%.2f %.2f\n", $5, $6 }'
+}
+
+# Warm up: TCG translates hot paths on first use.
+perftest 64 > /dev/null
+ours 64 split > /dev/null
+
+echo "RTT in microseconds, median / p99, emulated (qemu TCG + Soft-RoCE rxe0 -> rxe1)."
+echo "perftest = 2 x ib_write_lat (it reports half a round trip)."
+printf "%6s  %15s  %15s  %15s  %13s  %13s\n" size perftest single split single/pt split/pt
+for s in $SIZES; do
+	read -r pm pp <<< "$(perftest "$s")"
+	read -r sm sp <<< "$(ours "$s" single)"
+	read -r xm xp <<< "$(ours "$s" split)"
+	printf "%6s  %7s/%-7s  %7s/%-7s  %7s/%-7s  %13.2f  %13.2f\n" "$s" "$pm" "$pp" "$sm" "$sp" \
+		"$xm" "$xp" "$(awk -v a="$sm" -v b="$pm" 'BEGIN { print a / b }')" \
+		"$(awk -v a="$xm" -v b="$pm" 'BEGIN { print a / b }')"
+	printf "perftest,%s,%s,%s\nsingle,%s,%s,%s\nsplit,%s,%s,%s\n" "$s" "$pm" "$pp" "$s" "$sm" "$sp" \
+		"$s" "$xm" "$xp" >> "$csv"
+done
+echo "CSV: $csv"
