@@ -242,7 +242,7 @@ int zl_channel_fd(zl_channel *ch);
 /* ---- introspection ---------------------------------------------------- */
 
 struct zl_channel_info {
-	char transport[8];      /* "shm", "tcp", "unix" */
+	char transport[8];      /* "shm", "tcp", "unix", "rdma" */
 	uint32_t ring_size;     /* bytes per direction (0 for streams) */
 	uint64_t max_msg;
 	uint64_t msgs_sent, msgs_recv;

@@ -110,11 +110,6 @@ static int check_alive(struct zl_ringchan *rc)
 	return rc->peer_closed ? -ECONNRESET : 0;
 }
 
-/*
- * The wait policy: test cond; spin up to spin_us (checking liveness and
- * publishing the read position now and then); then arm, re-test and sleep
- * until woken; repeat until the deadline (0: test once; ZL_NEVER: forever).
- */
 /* The sender short of room raised its flag: give it our read position. */
 static inline void serve_rpos_demand(struct zl_ringchan *rc)
 {
@@ -122,7 +117,35 @@ static inline void serve_rpos_demand(struct zl_ringchan *rc)
 		zl_ring_rx_flush_rpos(&rc->rx);
 }
 
-static int wait_for(struct zl_ringchan *rc, enum zl_dir d, int64_t deadline, cond_fn cond,
+/*
+ * Deadlines are anchored lazily: a wait that succeeds within its first
+ * polls (the common case on a hot channel) never reads the clock. A
+ * deadline is 0 (poll once), ZL_NEVER, an absolute zl_now_us() time, or,
+ * before anchoring, -timeout - 2.
+ */
+#define LAZY_MAX (INT64_MAX / 4)
+
+static int64_t deadline_of(int64_t timeout_us)
+{
+	if (timeout_us == 0)
+		return 0;
+	if (timeout_us < 0 || timeout_us > LAZY_MAX)
+		return ZL_NEVER;
+	return -timeout_us - 2;
+}
+
+static inline void anchor(int64_t *dl, int64_t now)
+{
+	if (*dl < 0)
+		*dl = now + (-*dl - 2);
+}
+
+/*
+ * The wait policy: test cond; spin up to spin_us (checking liveness and
+ * serving read-position demand now and then); then arm, re-test and sleep
+ * until woken; repeat until the deadline.
+ */
+static int wait_for(struct zl_ringchan *rc, enum zl_dir d, int64_t *dl, cond_fn cond,
 		    size_t arg)
 {
 	int r = cond(rc, arg);
@@ -137,7 +160,7 @@ static int wait_for(struct zl_ringchan *rc, enum zl_dir d, int64_t deadline, con
 		if ((r = cond(rc, arg)) != -EAGAIN)
 			return r;
 	}
-	if (deadline == 0) {
+	if (*dl == 0) {
 		if (d == ZL_DIR_RX) {
 			zl_ring_rx_flush_rpos(&rc->rx);
 			if (rc->fd_mode) { /* make the fd fire on the next record */
@@ -157,10 +180,7 @@ static int wait_for(struct zl_ringchan *rc, enum zl_dir d, int64_t deadline, con
 		}
 		return -ETIMEDOUT;
 	}
-	int64_t now = zl_now_us();
-	int64_t spin = rc->opts.spin_us;
-	int64_t spin_end = spin < 0 || now + spin > deadline ? deadline : now + spin;
-	int64_t next_check = now + ALIVE_EVERY_US;
+	int64_t spin = rc->opts.spin_us, now = 0, spin_end = -1, next_check = 0;
 	for (;;) {
 		for (uint32_t i = 1;; i++) {
 			zl_cpu_relax();
@@ -169,6 +189,11 @@ static int wait_for(struct zl_ringchan *rc, enum zl_dir d, int64_t deadline, con
 			if (i % 64)
 				continue;
 			now = zl_now_us();
+			if (spin_end < 0) { /* the first look at the clock in this wait */
+				anchor(dl, now);
+				spin_end = spin < 0 || now + spin > *dl ? *dl : now + spin;
+				next_check = now + ALIVE_EVERY_US;
+			}
 			if (d == ZL_DIR_RX)
 				serve_rpos_demand(rc);
 			if (now >= next_check) {
@@ -179,7 +204,7 @@ static int wait_for(struct zl_ringchan *rc, enum zl_dir d, int64_t deadline, con
 			if (now >= spin_end)
 				break;
 		}
-		if (now >= deadline)
+		if (now >= *dl)
 			return -ETIMEDOUT;
 		/* publish before the fence: a sender that raised its flag after
 		 * our fence then sees our position (the fences order us) */
@@ -194,20 +219,15 @@ static int wait_for(struct zl_ringchan *rc, enum zl_dir d, int64_t deadline, con
 			rc->rx_sleeps++;
 		else
 			rc->stats.sleeps++;
-		if (rc->link->sleep(rc, d, deadline)) {
+		if (rc->link->sleep(rc, d, *dl)) {
 			rc->peer_closed = true;
 			return cond(rc, arg);
 		}
 		now = zl_now_us();
-		if (now >= deadline)
+		if (now >= *dl)
 			return (r = cond(rc, arg)) != -EAGAIN ? r : -ETIMEDOUT;
-		spin_end = spin < 0 || now + spin > deadline ? deadline : now + spin;
+		spin_end = spin < 0 || now + spin > *dl ? *dl : now + spin;
 	}
-}
-
-static int64_t deadline_of(int64_t timeout_us)
-{
-	return timeout_us == 0 ? 0 : zl_deadline(timeout_us);
 }
 
 static inline int timeout_err(int r, int64_t timeout_us)
@@ -242,15 +262,15 @@ static inline void tx_unlock(struct zl_ringchan *rc)
 
 /* Push the kept rest of a fragmented message until done or the deadline.
  * Caller holds tx_lock or is the sending thread with pend_active clear. */
-static int push_pending(struct zl_ringchan *rc, int64_t deadline)
+static int push_pending(struct zl_ringchan *rc, int64_t *dl)
 {
 	while (rc->pend) {
 		size_t left = rc->pend_len - rc->pend_off;
 		uint32_t n = left > rc->max_frag ? rc->max_frag : (uint32_t)left;
 		uint8_t type = n == left ? ZL_REC_LAST : ZL_REC_MID;
 		int r = put(rc, rc->pend + rc->pend_off, n, type, 0);
-		if (r == -EAGAIN && deadline)
-			r = wait_for(rc, ZL_DIR_TX, deadline, tx_room, n);
+		if (r == -EAGAIN && *dl)
+			r = wait_for(rc, ZL_DIR_TX, dl, tx_room, n);
 		else if (!r) {
 			rc->pend_off += n;
 			if (rc->pend_off == rc->pend_len) {
@@ -276,12 +296,12 @@ static int send_check(struct zl_ringchan *rc)
 }
 
 static int send_fragmented(struct zl_ringchan *rc, const uint8_t *p, size_t len,
-			   int64_t deadline)
+			   int64_t *dl)
 {
 	uint32_t n = rc->max_frag - 8;
 	int r;
 	while ((r = put(rc, p, n, ZL_REC_FIRST, len)) == -EAGAIN)
-		if ((r = wait_for(rc, ZL_DIR_TX, deadline, tx_room, rc->max_frag)))
+		if ((r = wait_for(rc, ZL_DIR_TX, dl, tx_room, rc->max_frag)))
 			return r;
 	if (r)
 		return r;
@@ -291,7 +311,7 @@ static int send_fragmented(struct zl_ringchan *rc, const uint8_t *p, size_t len,
 		n = left > rc->max_frag ? rc->max_frag : (uint32_t)left;
 		r = put(rc, p + off, n, n == left ? ZL_REC_LAST : ZL_REC_MID, 0);
 		if (r == -EAGAIN) {
-			r = wait_for(rc, ZL_DIR_TX, deadline, tx_room, n);
+			r = wait_for(rc, ZL_DIR_TX, dl, tx_room, n);
 			if (r == -ETIMEDOUT) { /* accepted: keep the rest */
 				rc->pend = malloc(left);
 				if (!rc->pend)
@@ -313,10 +333,10 @@ static int send_fragmented(struct zl_ringchan *rc, const uint8_t *p, size_t len,
 	return 0;
 }
 
-static int flush_locked(struct zl_ringchan *rc, int64_t deadline)
+static int flush_locked(struct zl_ringchan *rc, int64_t *dl)
 {
 	tx_lock(rc);
-	int r = push_pending(rc, deadline);
+	int r = push_pending(rc, dl);
 	tx_unlock(rc);
 	return r;
 }
@@ -336,17 +356,17 @@ static int rc_send(zl_channel *ch, const void *buf, size_t len, int64_t timeout_
 	}
 	int64_t deadline = deadline_of(timeout_us);
 	if (ZL_UNLIKELY(atomic_load_explicit(&rc->pend_active, memory_order_acquire)) &&
-	    (r = flush_locked(rc, deadline)))
+	    (r = flush_locked(rc, &deadline)))
 		return timeout_err(r, timeout_us);
 	/* only now: the receiving thread may hold a reservation while pushing */
 	if (rc->tx.open)
 		return -EBUSY;
 	if (len <= zl_ring_max_payload(rc->tx.size)) {
 		while ((r = put(rc, buf, (uint32_t)len, ZL_REC_MSG, 0)) == -EAGAIN)
-			if ((r = wait_for(rc, ZL_DIR_TX, deadline, tx_room, len)))
+			if ((r = wait_for(rc, ZL_DIR_TX, &deadline, tx_room, len)))
 				return timeout_err(r, timeout_us);
 	} else {
-		r = send_fragmented(rc, buf, len, deadline);
+		r = send_fragmented(rc, buf, len, &deadline);
 	}
 	if (!r) {
 		rc->stats.msgs_sent++;
@@ -360,7 +380,8 @@ static int rc_flush(zl_channel *ch, int64_t timeout_us)
 	struct zl_ringchan *rc = RC(ch);
 	if (rc->err)
 		return state_err(rc);
-	return timeout_err(flush_locked(rc, deadline_of(timeout_us)), timeout_us);
+	int64_t dl = deadline_of(timeout_us);
+	return timeout_err(flush_locked(rc, &dl), timeout_us);
 }
 
 static int rc_reserve(zl_channel *ch, size_t len, void **ptr)
@@ -372,7 +393,7 @@ static int rc_reserve(zl_channel *ch, size_t len, void **ptr)
 	if (len > zl_ring_max_payload(rc->tx.size) || len > rc->opts.max_msg)
 		return -EMSGSIZE;
 	if (atomic_load_explicit(&rc->pend_active, memory_order_acquire) &&
-	    (r = flush_locked(rc, 0)))
+	    (r = flush_locked(rc, &(int64_t){ 0 })))
 		return r == -ETIMEDOUT ? -EAGAIN : r;
 	if (rc->tx.open)
 		return -EBUSY;
@@ -405,7 +426,8 @@ static int rc_wait_writable(zl_channel *ch, size_t len, int64_t timeout_us)
 		return state_err(rc);
 	if (len > zl_ring_max_payload(rc->tx.size))
 		return -EMSGSIZE;
-	return timeout_err(wait_for(rc, ZL_DIR_TX, deadline_of(timeout_us), tx_room, len),
+	int64_t dl = deadline_of(timeout_us);
+	return timeout_err(wait_for(rc, ZL_DIR_TX, &dl, tx_room, len),
 			   timeout_us);
 }
 
@@ -419,7 +441,7 @@ static int rx_ready(struct zl_ringchan *rc, size_t unused)
 	if (ZL_UNLIKELY(atomic_load_explicit(&rc->pend_active, memory_order_acquire)) &&
 	    !atomic_flag_test_and_set_explicit(&rc->tx_lock, memory_order_acquire)) {
 		if (atomic_load_explicit(&rc->pend_active, memory_order_relaxed))
-			push_pending(rc, 0); /* keep our own big send moving */
+			push_pending(rc, &(int64_t){ 0 }); /* keep our own big send moving */
 		tx_unlock(rc);
 	}
 	const void *p;
@@ -438,10 +460,10 @@ static inline void consume(struct zl_ringchan *rc)
 }
 
 /* Wait for the next record and return it. CLOSE is handled here. */
-static int next_record(struct zl_ringchan *rc, int64_t deadline, const uint8_t **p,
+static int next_record(struct zl_ringchan *rc, int64_t *dl, const uint8_t **p,
 		       uint32_t *n, uint8_t *t)
 {
-	int r = wait_for(rc, ZL_DIR_RX, deadline, rx_ready, 0);
+	int r = wait_for(rc, ZL_DIR_RX, dl, rx_ready, 0);
 	if (r)
 		return r == -EPROTO ? state_err(rc) : r;
 	zl_ring_rx_peek(&rc->rx, (const void **)p, n, t);
@@ -469,13 +491,13 @@ static int protocol_error(struct zl_ringchan *rc, const char *what)
 
 /* Read the fragments after the first into buf[got, total). */
 static int recv_rest(struct zl_ringchan *rc, uint8_t *buf, size_t got, size_t total,
-		     int64_t deadline)
+		     int64_t *dl)
 {
 	while (got < total) {
 		const uint8_t *p;
 		uint32_t n;
 		uint8_t t;
-		int r = next_record(rc, deadline, &p, &n, &t);
+		int r = next_record(rc, dl, &p, &n, &t);
 		if (r == -ETIMEDOUT) { /* keep what we have for the next call */
 			rc->asm_buf = malloc(total);
 			if (!rc->asm_buf)
@@ -522,7 +544,7 @@ static int rc_recv(zl_channel *ch, void *buf, size_t cap, size_t *len, int64_t t
 		const uint8_t *p;
 		uint32_t n;
 		uint8_t t;
-		if ((r = next_record(rc, deadline, &p, &n, &t)))
+		if ((r = next_record(rc, &deadline, &p, &n, &t)))
 			return timeout_err(r, timeout_us);
 		if (t == ZL_REC_MSG) {
 			if (n > cap) {
@@ -553,7 +575,7 @@ static int rc_recv(zl_channel *ch, void *buf, size_t cap, size_t *len, int64_t t
 			memcpy(buf, p + 8, got);
 		consume(rc);
 	}
-	r = recv_rest(rc, buf, got, total, deadline);
+	r = recv_rest(rc, buf, got, total, &deadline);
 	if (r)
 		return timeout_err(r, timeout_us);
 	*len = total;
@@ -575,7 +597,8 @@ static int rc_peek(zl_channel *ch, const void **ptr, size_t *len, int64_t timeou
 	const uint8_t *p;
 	uint32_t n;
 	uint8_t t;
-	if ((r = next_record(rc, deadline_of(timeout_us), &p, &n, &t)))
+	int64_t dl = deadline_of(timeout_us);
+	if ((r = next_record(rc, &dl, &p, &n, &t)))
 		return timeout_err(r, timeout_us);
 	if (t == ZL_REC_FIRST) {
 		uint64_t tot = 0;
@@ -644,9 +667,9 @@ static void rc_close(zl_channel *ch)
 		 * everything before it sees the end */
 		int64_t deadline = zl_now_us() + CLOSE_LINGER_US;
 		zl_ring_tx_abort(&rc->tx);
-		int r = flush_locked(rc, deadline);
+		int r = flush_locked(rc, &deadline);
 		while (!r && (r = put(rc, NULL, 0, ZL_REC_CLOSE, 0)) == -EAGAIN)
-			r = wait_for(rc, ZL_DIR_TX, deadline, tx_room, 0);
+			r = wait_for(rc, ZL_DIR_TX, &deadline, tx_room, 0);
 	}
 	rc->link->destroy(rc);
 }
