@@ -291,6 +291,13 @@ int zl_ring_rx_peek(struct zl_ring_rx *rx, const void **payload, uint32_t *len,
 			return -EPROTO;
 		}
 		uint32_t rs = zl_rec_size(n);
+		if (rx->tag_last && rs > 2 * 64) {
+			/* the record is complete: start fetching it so that the
+			 * footer's miss overlaps with the payload's */
+			const uint8_t *a = rx->buf + off + 64, *end = rx->buf + off + rs;
+			for (int k = 0; a < end && k < 64; a += 64, k++)
+				__builtin_prefetch(a);
+		}
 		if (atomic_load_explicit(word(rx->buf, off + rs - 8), memory_order_acquire) !=
 		    zl_ring_ftag(rx->key, rx->seq)) {
 			if (!rx->tag_last)

@@ -14,6 +14,27 @@
 
 typedef int (*cond_fn)(struct zl_ringchan *rc, size_t arg);
 
+/*
+ * The two fences of the wakeup protocol. With rc->asym (both processes
+ * registered for membarrier), the side that makes progress, which runs for
+ * every message, needs only a compiler barrier, and the side about to
+ * sleep, which is slow anyway, makes every CPU running either process
+ * execute a full barrier (membarrier(2), MEMBARRIER_CMD_GLOBAL_EXPEDITED).
+ */
+static inline void fast_fence(struct zl_ringchan *rc)
+{
+	if (rc->asym)
+		atomic_signal_fence(memory_order_seq_cst);
+	else
+		atomic_thread_fence(memory_order_seq_cst);
+}
+
+static inline void slow_fence(struct zl_ringchan *rc)
+{
+	if (!rc->asym || zl_membarrier_global())
+		atomic_thread_fence(memory_order_seq_cst);
+}
+
 static int fail(struct zl_ringchan *rc, int err)
 {
 	if (!rc->err) {
@@ -38,7 +59,7 @@ static int state_err(struct zl_ringchan *rc)
  * it if it sleeps. */
 static inline void notify_rx(struct zl_ringchan *rc)
 {
-	atomic_thread_fence(memory_order_seq_cst);
+	fast_fence(rc);
 	if (atomic_load_explicit(rc->peer_rx_sleeping, memory_order_relaxed) &&
 	    atomic_exchange_explicit(rc->peer_rx_sleeping, 0, memory_order_relaxed)) {
 		rc->stats.wakeups_sent++;
@@ -50,7 +71,7 @@ static void core_publish(void *ctx, uint64_t rpos)
 {
 	struct zl_ringchan *rc = ctx;
 	rc->publish_rpos(rc, rpos);
-	atomic_thread_fence(memory_order_seq_cst);
+	fast_fence(rc);
 	if (atomic_load_explicit(rc->peer_tx_sleeping, memory_order_relaxed) &&
 	    atomic_exchange_explicit(rc->peer_tx_sleeping, 0, memory_order_relaxed)) {
 		rc->rx_wakeups_sent++;
@@ -92,8 +113,16 @@ static int put(struct zl_ringchan *rc, const void *p, uint32_t n, uint8_t type, 
 		memcpy(dst, &total, 8);
 		dst = (uint8_t *)dst + 8;
 	}
-	if (n)
+	/* The receiver spins on the header's cache line: fill the rest of the
+	 * record first and that line last, so it crosses to us only once. */
+	uintptr_t line_end = ((uintptr_t)dst - 8 - (type == ZL_REC_FIRST ? 8u : 0u)) | (ZL_CACHELINE - 1);
+	uint32_t head = line_end + 1 > (uintptr_t)dst ? (uint32_t)(line_end + 1 - (uintptr_t)dst) : 0;
+	if (n > head) {
+		memcpy((uint8_t *)dst + head, (const uint8_t *)p + head, n - head);
+		memcpy(dst, p, head);
+	} else if (n) {
 		memcpy(dst, p, n);
+	}
 	r = zl_ring_tx_commit(&rc->tx, rl);
 	if (r)
 		return fail(rc, r);
@@ -156,7 +185,7 @@ static int wait_for(struct zl_ringchan *rc, enum zl_dir d, int64_t *dl, cond_fn 
 	if (d == ZL_DIR_TX) {
 		if ((r = rc->link->arm(rc, d)))
 			return fail(rc, r);
-		atomic_thread_fence(memory_order_seq_cst);
+		slow_fence(rc);
 		if ((r = cond(rc, arg)) != -EAGAIN)
 			return r;
 	}
@@ -167,7 +196,7 @@ static int wait_for(struct zl_ringchan *rc, enum zl_dir d, int64_t *dl, cond_fn 
 				rc->link->drain(rc);
 				if ((r = rc->link->arm(rc, d)))
 					return fail(rc, r);
-				atomic_thread_fence(memory_order_seq_cst);
+				slow_fence(rc);
 				if ((r = cond(rc, arg)) != -EAGAIN)
 					return r;
 			}
@@ -212,7 +241,7 @@ static int wait_for(struct zl_ringchan *rc, enum zl_dir d, int64_t *dl, cond_fn 
 			zl_ring_rx_flush_rpos(&rc->rx);
 		if ((r = rc->link->arm(rc, d)))
 			return fail(rc, r);
-		atomic_thread_fence(memory_order_seq_cst);
+		slow_fence(rc);
 		if ((r = cond(rc, arg)) != -EAGAIN)
 			return r;
 		if (d == ZL_DIR_RX)

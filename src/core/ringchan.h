@@ -68,6 +68,7 @@ struct zl_ringchan {
 	_Atomic int err;        /* sticky failure, 0 while healthy */
 	_Atomic bool peer_closed; /* CLOSE record seen or peer gone */
 	bool fd_mode;           /* zl_channel_fd was called */
+	bool asym;              /* both ends registered for membarrier(2) */
 	bool peeked;            /* a zl_recv_peek is open */
 	uint32_t peek_len;
 	uint32_t ops_since_check;
@@ -100,5 +101,11 @@ void zl_ringchan_init(struct zl_ringchan *rc, const struct zl_opts *o, const cha
 void zl_ringchan_fini(struct zl_ringchan *rc);
 
 extern const struct zl_chan_ops zl_ringchan_ops;
+
+/* Register this process for membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED);
+ * true if the kernel supports it (once per process, thread-safe). */
+bool zl_membarrier_register(void);
+/* Full barrier on every CPU running a registered process; 0 or -errno. */
+int zl_membarrier_global(void);
 
 #endif

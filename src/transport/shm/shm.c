@@ -49,8 +49,12 @@ struct shm_hello {
 	uint64_t key;
 	uint64_t max_msg;
 	uint32_t ctl_size;
-	uint32_t reserved;
+	uint32_t flags;     /* SHM_F_* */
 };
+
+/* This process is registered for membarrier(2), so the peer may skip the
+ * fence on its fast path (see fast_fence in ringchan.c). */
+#define SHM_F_MEMBARRIER 1u
 
 enum { FD_MEM, FD_RX, FD_TX, NFDS };
 
@@ -366,6 +370,7 @@ static void make_hello(struct shm_hello *h, const struct zl_opts *o, uint64_t ke
 	h->key = key;
 	h->max_msg = o->max_msg;
 	h->ctl_size = CTL_SIZE;
+	h->flags = zl_membarrier_register() ? SHM_F_MEMBARRIER : 0;
 }
 
 static int random_key(uint64_t *key)
@@ -392,6 +397,7 @@ static void chan_setup(struct shm_chan *c, const struct zl_opts *o, uint64_t my_
 	rc->publish_rpos = shm_publish;
 	zl_ringchan_init(rc, o, "shm");
 	rc->stats.peer_pid = pid;
+	rc->asym = zl_membarrier_register() && (peer->flags & SHM_F_MEMBARRIER);
 }
 
 /* Both directions of the handshake; the connector speaks first. */
