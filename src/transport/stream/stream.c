@@ -9,7 +9,13 @@
  * are moved back into rbuf (grown to hold the frame), so nothing is lost
  * and later calls continue there.
  *
- * Send: sendmsg(header, payload) in one syscall. If the socket fills up and
+ * Waits: a blocking receive polls first (with nothing complete buffered, a
+ * read would most likely find nothing; syscalls cost ~0.5-1 us here), then
+ * reads. busy_poll=1 instead spins on nonblocking recv()/send() for spin_us
+ * before it polls. info.sleeps counts poll() calls.
+ *
+ * Send: sendmsg(header, payload) in one syscall (small frames are copied
+ * into sbuf and go out with one send()). If the socket fills up and
  * the deadline passes after part of a frame left, the rest is copied to
  * sbuf ("pending") and the send counts as accepted; every later send-side
  * call, zl_recv and zl_close push it out first. sbuf also holds zero-copy
