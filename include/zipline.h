@@ -117,7 +117,9 @@ int zl_listen(const char *url, const struct zl_opts *opts, zl_listener **out);
 /*
  * Wait up to timeout_us for a peer and complete the handshake.
  * Returns 0 and *out, or
- *   -ETIMEDOUT    nobody connected in time (-EAGAIN when timeout_us == 0)
+ *   -ETIMEDOUT    nobody connected in time (-EAGAIN when timeout_us == 0),
+ *                 or a peer connected but stalled in the handshake for
+ *                 opts.handshake_timeout_us (which may run past timeout_us)
  *   -EPROTO       the peer's handshake was malformed or incompatible
  *                 (bad magic, version, ring size); that peer is dropped
  *   -EPERM        shm: the peer runs as another uid
@@ -164,7 +166,10 @@ void zl_close(zl_channel *ch);
  *   -ECONNRESET  the peer closed or died
  *   -EPIPE       this side was shut down or the channel failed earlier
  *   -EPROTO      the peer violated the protocol; the channel is failed
+ *   -EBUSY       a zl_send_reserve reservation is open
  *   -EINVAL      NULL channel, or buf == NULL with len > 0
+ * -EMSGSIZE also applies above the peer's max_msg (learned in the
+ * handshake on tcp/unix; 4 GiB - 1 at most there).
  * A message larger than one ring record is fragmented. If the timeout hits
  * after the first fragment left, the rest is kept internally, 0 is returned,
  * and later calls on the channel (or zl_flush) finish it.
@@ -179,13 +184,15 @@ int zl_send(zl_channel *ch, const void *buf, size_t len, int64_t timeout_us);
  *                the message stays queued (call again with a bigger buffer)
  *   -ECONNRESET  the peer closed or died and everything it sent was read
  *   -EPROTO      the peer sent a malformed record; the channel is failed
+ *   -EBUSY       a zl_recv_peek message is not yet released
  *   -EINVAL      NULL argument
  */
 int zl_recv(zl_channel *ch, void *buf, size_t cap, size_t *len,
 	    int64_t timeout_us);
 
-/* Push out the rest of a fragmented message kept by zl_send.
- * Returns 0 when nothing is pending, else as zl_send. */
+/* Push out the rest of a message kept by zl_send. Returns 0 when nothing
+ * is pending (any more), else as zl_send; on a failed channel the rest is
+ * dropped and the channel's error returned. */
 int zl_flush(zl_channel *ch, int64_t timeout_us);
 
 /* ---- zero-copy data path ---------------------------------------------- */
