@@ -17,6 +17,8 @@ static int peek(struct rpair *p)
 	uint32_t rl;
 	uint8_t ty;
 	int rc = zl_ring_rx_peek(&p->rx, &rp, &rl, &ty);
+	if (rc == 0)
+		rc = zl_ring_rx_verify(&p->rx);
 	if (rc == 0) {
 		CHECK((const uint8_t *)rp >= p->buf && (const uint8_t *)rp + rl <= p->buf + SIZE);
 		CHECK(ty >= ZL_REC_MSG && ty <= ZL_REC_TYPE_MAX && ty != ZL_REC_PAD);

@@ -172,7 +172,8 @@ static int peek_rc(struct rpair *p)
 	const void *rp;
 	uint32_t rl;
 	uint8_t ty;
-	return zl_ring_rx_peek(&p->rx, &rp, &rl, &ty);
+	int rc = zl_ring_rx_peek(&p->rx, &rp, &rl, &ty);
+	return rc ? rc : zl_ring_rx_verify(&p->rx);
 }
 
 static void stale(bool tag_last)

@@ -291,31 +291,46 @@ int zl_ring_rx_peek(struct zl_ring_rx *rx, const void **payload, uint32_t *len,
 			return -EPROTO;
 		}
 		uint32_t rs = zl_rec_size(n);
-		if (rx->tag_last && rs > 2 * 64) {
-			/* the record is complete: start fetching it so that the
-			 * footer's miss overlaps with the payload's */
+		rx->cur_off = off;
+		rx->cur_size = rs;
+		/* Where the htag is published last, the record is complete now
+		 * and its footer only guards against a hostile peer: the caller
+		 * checks it with zl_ring_rx_verify once it has read the payload
+		 * (and with it the footer's cache line), saving a dependent miss. */
+		if (!rx->tag_last || t == ZL_REC_PAD) {
+			int r = zl_ring_rx_verify(rx);
+			if (r) {
+				rx->cur_size = 0;
+				return r;
+			}
+		} else if (rs > 2 * 64) {
 			const uint8_t *a = rx->buf + off + 64, *end = rx->buf + off + rs;
 			for (int k = 0; a < end && k < 64; a += 64, k++)
 				__builtin_prefetch(a);
 		}
-		if (atomic_load_explicit(word(rx->buf, off + rs - 8), memory_order_acquire) !=
-		    zl_ring_ftag(rx->key, rx->seq)) {
-			if (!rx->tag_last)
-				return -EAGAIN;
-			ZL_LOG(ZL_LOG_ERROR, "record %llu at offset %u (len %u, type %u): bad footer",
-			       (unsigned long long)rx->seq, off, n, t);
-			return -EPROTO;
-		}
 		if (t == ZL_REC_PAD) {
+			rx->cur_size = 0;
 			advance(rx, rs);
 			continue;
 		}
-		rx->cur_size = rs;
 		*payload = rx->buf + off + ZL_REC_HDR;
 		*len = n;
 		*type = t;
 		return 0;
 	}
+}
+
+int zl_ring_rx_verify(struct zl_ring_rx *rx)
+{
+	uint32_t off = rx->cur_off, rs = rx->cur_size;
+	if (atomic_load_explicit(word(rx->buf, off + rs - 8), memory_order_acquire) ==
+	    zl_ring_ftag(rx->key, rx->seq))
+		return 0;
+	if (!rx->tag_last)
+		return -EAGAIN;
+	ZL_LOG(ZL_LOG_ERROR, "record %llu at offset %u (%u bytes): bad footer",
+	       (unsigned long long)rx->seq, off, rs);
+	return -EPROTO;
 }
 
 void zl_ring_rx_consume(struct zl_ring_rx *rx)

@@ -110,6 +110,7 @@ struct zl_ring_rx {
 	uint64_t published;      /* last read position published */
 	uint32_t publish_every;  /* publish after this many consumed bytes */
 	uint32_t cur_size;       /* size of the record being peeked, 0 if none */
+	uint32_t cur_off;        /* and its offset */
 	uint8_t tag_off, len_off; /* from the layout */
 	bool tag_last;           /* the htag is published after everything else
 	                            (shm, TAG_FIRST): a bad footer is then an error */
@@ -161,6 +162,12 @@ void zl_ring_tx_abort(struct zl_ring_tx *tx);
  */
 int zl_ring_rx_peek(struct zl_ring_rx *rx, const void **payload, uint32_t *len,
 		    uint8_t *type);
+
+/* Check the footer of the record returned by the last successful peek.
+ * With tag_last, peek leaves this to the caller, who must call it after
+ * reading the payload and before using it: 0, or -EPROTO (bad footer).
+ * Without tag_last peek has checked it already (0). */
+int zl_ring_rx_verify(struct zl_ring_rx *rx);
 
 /* Consume the record returned by the last successful peek. */
 void zl_ring_rx_consume(struct zl_ring_rx *rx);

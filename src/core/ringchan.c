@@ -488,6 +488,13 @@ static inline void consume(struct zl_ringchan *rc)
 	serve_rpos_demand(rc);
 }
 
+static int protocol_error(struct zl_ringchan *rc, const char *what)
+{
+	ZL_LOG(ZL_LOG_ERROR, "%s peer sent %s", rc->stats.transport, what);
+	fail(rc, -EPROTO);
+	return state_err(rc);
+}
+
 /* Wait for the next record and return it. CLOSE is handled here. */
 static int next_record(struct zl_ringchan *rc, int64_t *dl, const uint8_t **p,
 		       uint32_t *n, uint8_t *t)
@@ -497,6 +504,8 @@ static int next_record(struct zl_ringchan *rc, int64_t *dl, const uint8_t **p,
 		return r == -EPROTO ? state_err(rc) : r;
 	zl_ring_rx_peek(&rc->rx, (const void **)p, n, t);
 	if (*t == ZL_REC_CLOSE) {
+		if (zl_ring_rx_verify(&rc->rx))
+			return protocol_error(rc, "a bad footer");
 		consume(rc);
 		rc->peer_closed = true;
 		return -ECONNRESET;
@@ -509,13 +518,6 @@ static int recv_check(struct zl_ringchan *rc)
 	if (rc->err)
 		return state_err(rc);
 	return rc->peeked ? -EBUSY : 0;
-}
-
-static int protocol_error(struct zl_ringchan *rc, const char *what)
-{
-	ZL_LOG(ZL_LOG_ERROR, "%s peer sent %s", rc->stats.transport, what);
-	fail(rc, -EPROTO);
-	return state_err(rc);
 }
 
 /* Read the fragments after the first into buf[got, total). */
@@ -543,6 +545,8 @@ static int recv_rest(struct zl_ringchan *rc, uint8_t *buf, size_t got, size_t to
 		    (t == ZL_REC_LAST) != (n == total - got))
 			return protocol_error(rc, "a bad fragment");
 		memcpy(buf + got, p, n);
+		if (zl_ring_rx_verify(&rc->rx))
+			return protocol_error(rc, "a bad footer");
 		consume(rc);
 		got += n;
 	}
@@ -582,6 +586,8 @@ static int rc_recv(zl_channel *ch, void *buf, size_t cap, size_t *len, int64_t t
 			}
 			if (n)
 				memcpy(buf, p, n);
+			if (zl_ring_rx_verify(&rc->rx))
+				return protocol_error(rc, "a bad footer");
 			consume(rc);
 			*len = n;
 			rc->stats.msgs_recv++;
@@ -602,6 +608,8 @@ static int rc_recv(zl_channel *ch, void *buf, size_t cap, size_t *len, int64_t t
 		got = n - 8;
 		if (got)
 			memcpy(buf, p + 8, got);
+		if (zl_ring_rx_verify(&rc->rx))
+			return protocol_error(rc, "a bad footer");
 		consume(rc);
 	}
 	r = recv_rest(rc, buf, got, total, &deadline);
@@ -638,6 +646,8 @@ static int rc_peek(zl_channel *ch, const void **ptr, size_t *len, int64_t timeou
 	}
 	if (t != ZL_REC_MSG)
 		return protocol_error(rc, "a fragment out of order");
+	if (zl_ring_rx_verify(&rc->rx))
+		return protocol_error(rc, "a bad footer");
 	rc->peeked = true;
 	rc->peek_len = n;
 	*ptr = p;

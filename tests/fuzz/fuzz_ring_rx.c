@@ -72,6 +72,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		uint32_t len;
 		uint8_t type;
 		int rc = zl_ring_rx_peek(&rx, &p, &len, &type);
+		if (rc == 0)
+			rc = zl_ring_rx_verify(&rx);
 		if (rc == -EAGAIN || rc == -EPROTO)
 			break;
 		FUZZ_ASSERT(rc == 0);
