@@ -276,6 +276,8 @@ int zl_ring_rx_peek(struct zl_ring_rx *rx, const void **payload, uint32_t *len,
 			rx->rpos += rem;
 			continue;
 		}
+		if (rx->avail && atomic_load_explicit(rx->avail, memory_order_acquire) <= rx->seq)
+			return -EAGAIN;
 		if (atomic_load_explicit(word(rx->buf, off + rx->tag_off), memory_order_acquire) !=
 		    rx->htag)
 			return -EAGAIN;

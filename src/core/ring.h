@@ -112,6 +112,10 @@ struct zl_ring_rx {
 	uint32_t cur_size;       /* size of the record being peeked, 0 if none */
 	uint32_t cur_off;        /* and its offset */
 	uint8_t tag_off, len_off; /* from the layout */
+	/* Where completions, not memory, say that a record has landed (RDMA
+	 * WRITE_WITH_IMM): records with seq >= *avail are not looked at.
+	 * NULL otherwise. */
+	const _Atomic uint64_t *avail;
 	bool tag_last;           /* the htag is published after everything else
 	                            (shm, TAG_FIRST): a bad footer is then an error */
 	void (*publish)(void *ctx, uint64_t rpos);

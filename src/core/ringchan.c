@@ -476,6 +476,8 @@ static int rx_ready(struct zl_ringchan *rc, size_t unused)
 	const void *p;
 	uint32_t n;
 	uint8_t t;
+	if (rc->link->progress)
+		rc->link->progress(rc);
 	int r = zl_ring_rx_peek(&rc->rx, &p, &n, &t);
 	if (r == -EAGAIN && rc->peer_closed)
 		return -ECONNRESET;

@@ -43,6 +43,9 @@ struct zl_ring_link_ops {
 	int (*sleep)(struct zl_ringchan *rc, enum zl_dir d, int64_t deadline);
 	/* Without blocking: 0 if the peer looks alive, else -ECONNRESET. */
 	int (*alive)(struct zl_ringchan *rc);
+	/* Optional: called before every look at the receive ring, for
+	 * transports whose records are announced by completions. */
+	void (*progress)(struct zl_ringchan *rc);
 	/* Drain a pending RX wakeup without blocking (fd mode). */
 	void (*drain)(struct zl_ringchan *rc);
 	/* The fd for zl_channel_fd (created on first call) or -errno. */

@@ -27,7 +27,7 @@ run() { # name, command...
 	fi
 }
 
-for order in split single; do
+for order in split single split2; do
 	export ZL_TEST_URL_rdma="rdma://$ZL_RDMA_IP_A:0?dev=$ZL_RDMA_DEV_A&order=$order"
 	export ZL_TEST_CONNECT_rdma="dev=$ZL_RDMA_DEV_B&order=$order"
 	for t in chan_basic chan_timeout chan_peer_kill chan_zerocopy chan_fd chan_stream; do

@@ -189,6 +189,7 @@ static int allowed(enum cmd c, int opt)
 
 int main(int argc, char **argv)
 {
+	cpu_count(); /* remember the CPUs we may use before anything is pinned */
 	if (argc < 2)
 		return usage(NULL);
 	const char *name = argv[1];

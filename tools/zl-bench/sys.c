@@ -16,23 +16,36 @@
 
 #include "zl-bench.h"
 
+/* The CPUs we were started on. Remembered on first use (main() asks
+ * before pinning anything), because pinning shrinks our own mask later. */
+static const cpu_set_t *start_set(void)
+{
+	static cpu_set_t set;
+	static int have;
+	if (!have) {
+		if (sched_getaffinity(0, sizeof(set), &set) < 0) {
+			CPU_ZERO(&set);
+			long n = sysconf(_SC_NPROCESSORS_ONLN);
+			for (long c = 0; c < n && c < CPU_SETSIZE; c++)
+				CPU_SET(c, &set);
+		}
+		have = 1;
+	}
+	return &set;
+}
+
 int cpu_count(void)
 {
-	cpu_set_t set;
-	if (sched_getaffinity(0, sizeof(set), &set) == 0)
-		return CPU_COUNT(&set);
-	long n = sysconf(_SC_NPROCESSORS_ONLN);
-	return n > 0 ? (int)n : 1;
+	int n = CPU_COUNT(start_set());
+	return n > 0 ? n : 1;
 }
 
 int default_cpus(int *a, int *b)
 {
-	cpu_set_t set;
+	const cpu_set_t *set = start_set();
 	int n = 0, cpus[2];
-	if (sched_getaffinity(0, sizeof(set), &set) < 0)
-		return -1;
 	for (int c = 0; c < CPU_SETSIZE && n < 2; c++)
-		if (CPU_ISSET(c, &set))
+		if (CPU_ISSET(c, set))
 			cpus[n++] = c;
 	if (n < 2)
 		return -1;

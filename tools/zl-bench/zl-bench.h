@@ -69,6 +69,7 @@ double load_probe(int ms);
 
 /* ---- processes and CPUs (sys.c) --------------------------------------- */
 
+/* CPUs this process was allowed to use at startup (not after pinning). */
 int cpu_count(void);
 /* The first two CPUs we may run on (cpu0, cpu1 on a plain machine);
  * -1 if there is only one. */

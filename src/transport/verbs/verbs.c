@@ -14,11 +14,17 @@
  *   - nothing is registered or allocated after setup.
  *
  * Ordering: ibv_query_qp_data_in_order() says whether WRITEs into OUR QP
- * land in address order. Each receiver decides the layout the sender must
- * use for its ring and says so in the handshake: in order -> LEN_FIRST, one
- * WRITE per record (the footer lands last); otherwise TAG_FIRST: one WRITE
- * of [off+8, end) and then the 8-byte htag in a second WRITE, which RC
- * executes after the first. order=single|split forces either.
+ * land in address order. Each receiver decides how the sender must write
+ * its ring and says so in the handshake:
+ *   single  one WRITE per record; the footer lands last. Only where data is
+ *           placed in order (order=auto picks it then).
+ *   split   one WRITE_WITH_IMM per record; the receiver delivers a record
+ *           only after its receive completion, which RC reports only once
+ *           the data is placed (order=auto picks it otherwise).
+ *   split2  a WRITE of [off+8, end), then the 8-byte htag in a second WRITE
+ *           (ring layout TAG_FIRST): RC executes WRITEs in order. Twice the
+ *           packets of split; kept for comparison.
+ * order=single|split|split2 forces one.
  *
  * Wakeups: a side about to sleep WRITEs a flag into the peer's control
  * block; the peer, after its next record (or read-position update), sees
@@ -45,7 +51,11 @@
 #include "verbs_wire.h"
 
 #define SQ_DEPTH 128
-#define RQ_DEPTH 16
+#define RQ_DEPTH 512   /* split: one receive per record in flight */
+#define IMM_DATA 2     /* immediate data of a record (wakeups send 0 or 1) */
+
+enum rd_mode { RD_SINGLE = 0, RD_SPLIT2 = 1, RD_SPLIT = 2 };
+static const char *const mode_name[] = { "single", "split2", "split" };
 #define SIGNAL_EVERY (SQ_DEPTH / 4)
 #define WANT_INLINE 256
 #define SAFETY_SLEEP_US 1000
@@ -65,7 +75,7 @@ struct rd_ctl {
 struct rd_params {
 	char dev[64];
 	int port, gid_index; /* gid_index -1: auto */
-	int order;           /* -1 auto, else enum zl_ring_layout */
+	int order;           /* -1 auto, else enum rd_mode */
 };
 
 struct rd_chan {
@@ -81,7 +91,9 @@ struct rd_chan {
 	struct rd_ctl *ctl;
 	struct rd_info peer;
 	uint32_t max_inline;
-	uint8_t tx_layout;
+	uint8_t tx_mode, rx_mode;
+	_Atomic uint64_t avail;  /* split: records whose completion we saw */
+	atomic_flag rq_lock;
 	/* send-queue accounting; the lock lets one thread send while another
 	 * receives (both post to the one send queue) */
 	atomic_flag lock;
@@ -191,8 +203,11 @@ static int rd_push(void *ctx, uint32_t off, uint32_t len)
 	struct rd_chan *v = ctx;
 	uint64_t base = v->peer.ring_addr;
 	uint32_t lk = v->stage_mr->lkey, rk = v->peer.ring_rkey;
-	if (v->tx_layout == ZL_LAYOUT_LEN_FIRST)
+	if (v->tx_mode == RD_SINGLE)
 		return post(v, IBV_WR_RDMA_WRITE, v->stage + off, len, lk, base + off, rk, 0);
+	if (v->tx_mode == RD_SPLIT)
+		return post(v, IBV_WR_RDMA_WRITE_WITH_IMM, v->stage + off, len, lk, base + off, rk,
+			    IMM_DATA);
 	lock(v);
 	int r = post_locked(v, IBV_WR_RDMA_WRITE, v->stage + off + 8, len - 8, lk,
 			    base + off + 8, rk, 0);
@@ -249,25 +264,42 @@ static int post_recvs(struct rd_chan *v, int n)
 	return 0;
 }
 
-/* Take wakeup completions off the receive CQ and give the slots back.
- * Returns how many there were. */
+/* Take completions off the receive CQ, count the records among them
+ * (split) and give the receive slots back. Returns how many there were.
+ * Either thread may get here; the other one simply skips. */
 static int drain_rcq(struct rd_chan *v)
 {
-	struct ibv_wc wc[RQ_DEPTH];
-	int n = ibv_poll_cq(v->rcq, RQ_DEPTH, wc), got = 0;
-	for (int i = 0; i < n; i++) {
-		if (wc[i].status != IBV_WC_SUCCESS) {
-			if (wc[i].status != IBV_WC_WR_FLUSH_ERR)
-				ZL_LOG(ZL_LOG_ERROR, "rdma: receive completion failed: %s",
-				       ibv_wc_status_str(wc[i].status));
-			v->qp_failed = true;
-			continue;
+	if (atomic_flag_test_and_set_explicit(&v->rq_lock, memory_order_acquire))
+		return 0;
+	struct ibv_wc wc[32];
+	int n, got = 0;
+	uint64_t records = 0;
+	while ((n = ibv_poll_cq(v->rcq, 32, wc)) > 0) {
+		for (int i = 0; i < n; i++) {
+			if (wc[i].status != IBV_WC_SUCCESS) {
+				if (wc[i].status != IBV_WC_WR_FLUSH_ERR)
+					ZL_LOG(ZL_LOG_ERROR, "rdma: receive completion failed: %s",
+					       ibv_wc_status_str(wc[i].status));
+				v->qp_failed = true;
+				continue;
+			}
+			got++;
+			records += ntohl(wc[i].imm_data) == IMM_DATA;
 		}
-		got++;
+		if (n < 32)
+			break;
 	}
+	if (records)
+		atomic_fetch_add_explicit(&v->avail, records, memory_order_release);
 	if (got && post_recvs(v, got))
 		v->qp_failed = true;
+	atomic_flag_clear_explicit(&v->rq_lock, memory_order_release);
 	return got;
+}
+
+static void rd_progress(struct zl_ringchan *rc)
+{
+	drain_rcq(RD(rc));
 }
 
 static void take_events(struct rd_chan *v)
@@ -398,6 +430,19 @@ static const struct zl_ring_link_ops rd_link = {
 	.destroy = rd_destroy,
 };
 
+/* split: records are announced by receive completions */
+static const struct zl_ring_link_ops rd_link_split = {
+	.name = "rdma",
+	.arm = rd_arm,
+	.wake = rd_wake,
+	.sleep = rd_sleep,
+	.alive = rd_alive,
+	.progress = rd_progress,
+	.drain = rd_drain,
+	.fd = rd_fd,
+	.destroy = rd_destroy,
+};
+
 /* ---- setup ---------------------------------------------------------------- */
 
 static int parse_params(const struct zl_url *u, struct rd_params *p)
@@ -422,9 +467,11 @@ static int parse_params(const struct zl_url *u, struct rd_params *p)
 		else if (!strcmp(k, "order") && !strcmp(val, "auto"))
 			p->order = -1;
 		else if (!strcmp(k, "order") && !strcmp(val, "single"))
-			p->order = ZL_LAYOUT_LEN_FIRST;
+			p->order = RD_SINGLE;
 		else if (!strcmp(k, "order") && !strcmp(val, "split"))
-			p->order = ZL_LAYOUT_TAG_FIRST;
+			p->order = RD_SPLIT;
+		else if (!strcmp(k, "order") && !strcmp(val, "split2"))
+			p->order = RD_SPLIT2;
 		else {
 			bool core = false;
 			for (size_t j = 0; j < sizeof(core_keys) / sizeof(core_keys[0]); j++)
@@ -558,7 +605,7 @@ static int check_info(const struct rd_info *i)
 	if (i->status)
 		return i->status < 0 && i->status > -4096 ? i->status : -EPROTO;
 	if (i->ring_size < 4096 || i->ring_size > (1u << 30) ||
-	    (i->ring_size & (i->ring_size - 1)) || i->layout > ZL_LAYOUT_TAG_FIRST || i->mtu < IBV_MTU_256 || i->mtu > IBV_MTU_4096 ||
+	    (i->ring_size & (i->ring_size - 1)) || i->mode > RD_SPLIT || i->mtu < IBV_MTU_256 || i->mtu > IBV_MTU_4096 ||
 	    i->qpn == 0 || i->qpn > 0xffffff) {
 		ZL_LOG(ZL_LOG_ERROR, "rdma: handshake with bad parameters");
 		return -EPROTO;
@@ -589,7 +636,7 @@ static int setup(struct rd_chan *v, const struct rd_params *p, const struct zl_o
 		return -ENOMEM;
 	fcntl(v->chan->fd, F_SETFL, fcntl(v->chan->fd, F_GETFL) | O_NONBLOCK);
 	v->scq = ibv_create_cq(v->ctx, SQ_DEPTH, NULL, NULL, 0);
-	v->rcq = ibv_create_cq(v->ctx, RQ_DEPTH, NULL, v->chan, 0);
+	v->rcq = ibv_create_cq(v->ctx, RQ_DEPTH + 16, NULL, v->chan, 0);
 	if (!v->scq || !v->rcq)
 		return -ENOMEM;
 	struct ibv_qp_init_attr qa = { .send_cq = v->scq, .recv_cq = v->rcq, .qp_type = IBV_QPT_RC,
@@ -616,8 +663,8 @@ static int setup(struct rd_chan *v, const struct rd_params *p, const struct zl_o
 		return r;
 
 	int in_order = ibv_query_qp_data_in_order(v->qp, IBV_WR_RDMA_WRITE, 0);
-	uint8_t my_layout = p->order >= 0 ? (uint8_t)p->order
-			    : in_order == 1 ? ZL_LAYOUT_LEN_FIRST : ZL_LAYOUT_TAG_FIRST;
+	uint8_t my_mode = p->order >= 0 ? (uint8_t)p->order
+			  : in_order == 1 ? RD_SINGLE : RD_SPLIT;
 	uint64_t key;
 	uint32_t psn;
 	if (getrandom(&key, 8, 0) != 8 || getrandom(&psn, 4, 0) != 4)
@@ -626,7 +673,7 @@ static int setup(struct rd_chan *v, const struct rd_params *p, const struct zl_o
 
 	struct rd_info me = { .magic = RD_MAGIC, .version = ZL_PROTO_VERSION,
 			      .info_size = sizeof(me), .qpn = v->qp->qp_num, .psn = psn,
-			      .lid = pa.lid, .mtu = (uint8_t)pa.active_mtu, .layout = my_layout,
+			      .lid = pa.lid, .mtu = (uint8_t)pa.active_mtu, .mode = my_mode,
 			      .ring_addr = (uintptr_t)v->ring, .ring_rkey = v->ring_mr->rkey,
 			      .ring_size = ring_size, .ctl_addr = (uintptr_t)v->ctl,
 			      .ctl_rkey = v->ctl_mr->rkey, .max_inline = v->max_inline,
@@ -637,7 +684,8 @@ static int setup(struct rd_chan *v, const struct rd_params *p, const struct zl_o
 		return r == -ECONNRESET ? -EPROTO : r;
 	if ((r = check_info(&v->peer)))
 		return r;
-	v->tx_layout = v->peer.layout;
+	v->tx_mode = v->peer.mode;
+	v->rx_mode = my_mode;
 	v->stage = alloc_zero(v->peer.ring_size);
 	if (!v->stage)
 		return -ENOMEM;
@@ -658,23 +706,26 @@ static int setup(struct rd_chan *v, const struct rd_params *p, const struct zl_o
 	       "rdma: %s port %d gid[%d] %s mtu %d inline %u; receive %s (in-order placement: %s), "
 	       "send %s", ibv_get_device_name(v->ctx->device), p->port, gid_index, gs,
 	       128 << pa.active_mtu, v->max_inline,
-	       my_layout == ZL_LAYOUT_LEN_FIRST ? "single" : "split", in_order == 1 ? "yes" : "no",
-	       v->tx_layout == ZL_LAYOUT_LEN_FIRST ? "single" : "split");
+	       mode_name[my_mode], in_order == 1 ? "yes" : "no", mode_name[v->tx_mode]);
 
 	struct zl_ringchan *rc = &v->rc;
-	rc->link = &rd_link;
+	rc->link = my_mode == RD_SPLIT ? &rd_link_split : &rd_link;
 	zl_ring_tx_init(&rc->tx, v->stage, v->peer.ring_size, v->peer.key, &v->ctl->rpos,
 			rd_push, v);
-	zl_ring_tx_set_layout(&rc->tx, v->tx_layout);
+	zl_ring_tx_set_layout(&rc->tx, v->tx_mode == RD_SPLIT2 ? ZL_LAYOUT_TAG_FIRST
+							       : ZL_LAYOUT_LEN_FIRST);
 	rc->tx.peer_rpos_check = &v->ctl->rpos_check;
 	zl_ring_rx_init(&rc->rx, v->ring, ring_size, key, o->rpos_every, NULL, NULL);
-	zl_ring_rx_set_layout(&rc->rx, my_layout, my_layout == ZL_LAYOUT_TAG_FIRST);
+	zl_ring_rx_set_layout(&rc->rx, my_mode == RD_SPLIT2 ? ZL_LAYOUT_TAG_FIRST
+							     : ZL_LAYOUT_LEN_FIRST,
+			      my_mode != RD_SINGLE);
+	if (my_mode == RD_SPLIT)
+		rc->rx.avail = &v->avail;
 	rc->peer_rx_sleeping = &v->ctl->rx_sleeping;
 	rc->peer_tx_sleeping = &v->ctl->tx_sleeping;
 	rc->publish_rpos = rd_publish;
 	zl_ringchan_init(rc, o, "rdma");
-	snprintf(rc->stats.mode, sizeof(rc->stats.mode), "%s",
-		 my_layout == ZL_LAYOUT_LEN_FIRST ? "single" : "split");
+	snprintf(rc->stats.mode, sizeof(rc->stats.mode), "%s", mode_name[my_mode]);
 	return 0;
 }
 
@@ -689,6 +740,7 @@ static int make_chan(int sock, const struct rd_params *p, const struct zl_opts *
 	v->sock = sock;
 	v->epfd = -1;
 	atomic_flag_clear(&v->lock);
+	atomic_flag_clear(&v->rq_lock);
 	int r = setup(v, p, o, deadline);
 	if (r) {
 		rd_free(v);

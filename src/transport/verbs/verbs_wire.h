@@ -15,7 +15,7 @@ struct rd_info {
 	int32_t status;
 	uint32_t qpn, psn;
 	uint16_t lid;
-	uint8_t mtu, layout; /* layout: how the peer must write into my ring */
+	uint8_t mtu, mode; /* enum rd_mode: how the peer must write into my ring */
 	uint8_t gid[16];
 	uint64_t ring_addr;
 	uint32_t ring_rkey, ring_size;
