@@ -96,6 +96,8 @@ void zl_ring_tx_init(struct zl_ring_tx *tx, void *stage, uint32_t size, uint64_t
 	tx->peer_rpos = peer_rpos;
 	tx->push = push;
 	tx->ctx = ctx;
+	tx->htag = zl_ring_htag(key, 0);
+	tx->ftag = zl_ring_ftag(key, 0);
 	layout_offsets(ZL_LAYOUT_LEN_FIRST, &tx->tag_off, &tx->len_off);
 }
 
@@ -114,6 +116,8 @@ void zl_ring_rx_init(struct zl_ring_rx *rx, const void *buf, uint32_t size, uint
 	rx->key = key;
 	rx->publish_every = publish_every ? publish_every : size / 4;
 	rx->htag = zl_ring_htag(key, 0);
+	rx->ftag = zl_ring_ftag(key, 0);
+	rx->htag_seq = 0;
 	rx->publish = publish;
 	rx->ctx = ctx;
 	layout_offsets(ZL_LAYOUT_LEN_FIRST, &rx->tag_off, &rx->len_off);
@@ -189,11 +193,12 @@ static int write_record(struct zl_ring_tx *tx, uint32_t off, uint32_t len, uint8
 	uint32_t rs = zl_rec_size(len);
 	atomic_store_explicit(word(tx->stage, off + tx->len_off),
 			      (uint64_t)len | (uint64_t)type << 32, memory_order_relaxed);
-	atomic_store_explicit(word(tx->stage, off + rs - 8), zl_ring_ftag(tx->key, tx->seq),
-			      memory_order_relaxed);
-	atomic_store_explicit(word(tx->stage, off + tx->tag_off), zl_ring_htag(tx->key, tx->seq),
-			      memory_order_release);
+	atomic_store_explicit(word(tx->stage, off + rs - 8), tx->ftag, memory_order_relaxed);
+	atomic_store_explicit(word(tx->stage, off + tx->tag_off), tx->htag, memory_order_release);
 	tx->seq++;
+	/* the next tags now, off the path from this store to the peer */
+	tx->htag = zl_ring_htag(tx->key, tx->seq);
+	tx->ftag = zl_ring_ftag(tx->key, tx->seq);
 	tx->wpos += rs;
 	/* a tail too short for any record is skipped by rule, by both sides;
 	 * skip it now so that the receiver's position never passes ours */
@@ -260,8 +265,7 @@ void zl_ring_rx_flush_rpos(struct zl_ring_rx *rx)
 static inline void advance(struct zl_ring_rx *rx, uint32_t rs)
 {
 	rx->rpos += rs;
-	rx->seq++;
-	rx->htag = zl_ring_htag(rx->key, rx->seq); /* polled often: computed once */
+	rx->seq++; /* the next htag is computed by the next peek, while it waits */
 	if (rx->rpos - rx->published >= rx->publish_every)
 		publish(rx);
 }
@@ -278,6 +282,11 @@ int zl_ring_rx_peek(struct zl_ring_rx *rx, const void **payload, uint32_t *len,
 		}
 		if (rx->avail && atomic_load_explicit(rx->avail, memory_order_acquire) <= rx->seq)
 			return -EAGAIN;
+		if (__builtin_expect(rx->htag_seq != rx->seq, 0)) {
+			rx->htag = zl_ring_htag(rx->key, rx->seq);
+			rx->ftag = zl_ring_ftag(rx->key, rx->seq);
+			rx->htag_seq = rx->seq;
+		}
 		if (atomic_load_explicit(word(rx->buf, off + rx->tag_off), memory_order_acquire) !=
 		    rx->htag)
 			return -EAGAIN;
@@ -325,8 +334,7 @@ int zl_ring_rx_peek(struct zl_ring_rx *rx, const void **payload, uint32_t *len,
 int zl_ring_rx_verify(struct zl_ring_rx *rx)
 {
 	uint32_t off = rx->cur_off, rs = rx->cur_size;
-	if (atomic_load_explicit(word(rx->buf, off + rs - 8), memory_order_acquire) ==
-	    zl_ring_ftag(rx->key, rx->seq))
+	if (atomic_load_explicit(word(rx->buf, off + rs - 8), memory_order_acquire) == rx->ftag)
 		return 0;
 	if (!rx->tag_last)
 		return -EAGAIN;

@@ -83,6 +83,7 @@ struct zl_ring_tx {
 	uint64_t key;            /* the receiver's random channel key */
 	uint64_t wpos;           /* absolute position of the next record */
 	uint64_t seq;            /* number of records written */
+	uint64_t htag, ftag;     /* tags of record seq, computed ahead */
 	uint64_t rpos_cache;     /* last peer read position seen */
 	const _Atomic uint64_t *peer_rpos; /* local word the peer publishes into */
 	/* Where the peer's NIC writes rpos, an 8-byte WRITE may be seen torn
@@ -106,7 +107,8 @@ struct zl_ring_rx {
 	uint64_t key;
 	uint64_t rpos;           /* absolute position of the next record */
 	uint64_t seq;            /* records consumed */
-	uint64_t htag;           /* the htag expected next */
+	uint64_t htag, ftag;     /* the tags expected next, valid if htag_seq == seq */
+	uint64_t htag_seq;
 	uint64_t published;      /* last read position published */
 	uint32_t publish_every;  /* publish after this many consumed bytes */
 	uint32_t cur_size;       /* size of the record being peeked, 0 if none */
