@@ -117,7 +117,7 @@ static int put(struct zl_ringchan *rc, const void *p, uint32_t n, uint8_t type, 
 	 * record first and that line last, so it crosses to us only once. */
 	uintptr_t line_end = ((uintptr_t)dst - 8 - (type == ZL_REC_FIRST ? 8u : 0u)) | (ZL_CACHELINE - 1);
 	uint32_t head = line_end + 1 > (uintptr_t)dst ? (uint32_t)(line_end + 1 - (uintptr_t)dst) : 0;
-	if (n > head) {
+	if (n > 2 * ZL_CACHELINE && n > head) {
 		memcpy((uint8_t *)dst + head, (const uint8_t *)p + head, n - head);
 		memcpy(dst, p, head);
 	} else if (n) {
@@ -479,6 +479,11 @@ static int rx_ready(struct zl_ringchan *rc, size_t unused)
 	if (rc->link->progress)
 		rc->link->progress(rc);
 	int r = zl_ring_rx_peek(&rc->rx, &p, &n, &t);
+	if (!r) { /* keep it for next_record */
+		rc->rec_p = p;
+		rc->rec_n = n;
+		rc->rec_t = t;
+	}
 	if (r == -EAGAIN && rc->peer_closed)
 		return -ECONNRESET;
 	return r == -EPROTO ? fail(rc, r) : r;
@@ -504,7 +509,9 @@ static int next_record(struct zl_ringchan *rc, int64_t *dl, const uint8_t **p,
 	int r = wait_for(rc, ZL_DIR_RX, dl, rx_ready, 0);
 	if (r)
 		return r == -EPROTO ? state_err(rc) : r;
-	zl_ring_rx_peek(&rc->rx, (const void **)p, n, t);
+	*p = rc->rec_p;
+	*n = rc->rec_n;
+	*t = rc->rec_t;
 	if (*t == ZL_REC_CLOSE) {
 		if (zl_ring_rx_verify(&rc->rx))
 			return protocol_error(rc, "a bad footer");

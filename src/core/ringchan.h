@@ -73,6 +73,9 @@ struct zl_ringchan {
 	bool fd_mode;           /* zl_channel_fd was called */
 	bool asym;              /* both ends registered for membarrier(2) */
 	bool peeked;            /* a zl_recv_peek is open */
+	const uint8_t *rec_p;   /* the record rx_ready found */
+	uint32_t rec_n;
+	uint8_t rec_t;
 	uint32_t peek_len;
 	uint32_t ops_since_check;
 
