@@ -158,6 +158,9 @@ static size_t range(int impl, const uint8_t *f, size_t lo, size_t hi, size_t R,
 		return range_avx2(f, lo, hi, R, out, k, max);
 	if ((impl == ZL_SCAN_AVX2 || impl == ZL_SCAN_SSE2) && R >= 16)
 		return range_sse2(f, lo, hi, R, out, k, max);
+#else
+	(void)impl; /* scalar only */
+	(void)R;
 #endif
 	return range_scalar(f, lo, hi, out, k, max);
 }

@@ -38,6 +38,11 @@ static const char usage_text[] =
 	"      between two processes on two CPUs (default 200000 round trips).\n"
 	"  rawtcp   [--size S[,S...]] [--iters N] [--warmup W] [--csv FILE]\n"
 	"      blocking TCP ping-pong on 127.0.0.1 without zipline (the baseline).\n"
+	"  scan     [--impl scalar,sse2,avx2] [--n 16,64,256,1024,4096] [--iters N]\n"
+	"           [--csv FILE] [--pin A] [--timer ...]\n"
+	"      not a round trip: ns per zl_scan() over N mailbox flags, none set (the\n"
+	"      N:1 server's idle poll), median and p99 of N samples (default 20000),\n"
+	"      and the SIMD speedups over scalar.\n"
 	"\n"
 	"common options:\n"
 	"  --pin A,B | A | none  client on CPU A, echo server on CPU B (default: the\n"
@@ -143,6 +148,7 @@ int parse_pin(const char *s, int *a, int *b)
 enum {
 	O_URL = 1000, O_SIZE, O_ITERS, O_WARMUP, O_PIN, O_CSV, O_ZC, O_SERVER, O_CLIENT,
 	O_SIZES, O_PNG, O_UCX, O_TIMER, O_TIMEOUT, O_SHM_ITERS, O_SOCK_ITERS, O_HELP,
+	O_IMPL, O_N,
 };
 
 static const struct option longopts[] = {
@@ -163,15 +169,20 @@ static const struct option longopts[] = {
 	{"timer", required_argument, 0, O_TIMER},
 	{"timeout", required_argument, 0, O_TIMEOUT},
 	{"help", no_argument, 0, O_HELP},
+	{"impl", required_argument, 0, O_IMPL},
+	{"n", required_argument, 0, O_N},
 	{0, 0, 0, 0},
 };
 
-enum cmd { C_PINGPONG, C_FLOOR, C_COMPARE, C_RAWTCP };
+enum cmd { C_PINGPONG, C_FLOOR, C_COMPARE, C_RAWTCP, C_SCAN };
 
 /* Which options each command takes: a usage error beats a silently
  * ignored flag in a benchmark. */
 static int allowed(enum cmd c, int opt)
 {
+	if (c == C_SCAN)
+		return opt == O_IMPL || opt == O_N || opt == O_ITERS || opt == O_CSV ||
+		       opt == O_PIN || opt == O_TIMER || opt == O_HELP;
 	switch (opt) {
 	case O_PIN: case O_TIMER: case O_TIMEOUT: case O_HELP: case O_ITERS: case O_CSV:
 		return 1;
@@ -202,12 +213,15 @@ int main(int argc, char **argv)
 		cmd = C_COMPARE;
 	else if (!strcmp(name, "rawtcp"))
 		cmd = C_RAWTCP;
+	else if (!strcmp(name, "scan"))
+		cmd = C_SCAN;
 	else if (!strcmp(name, "--help") || !strcmp(name, "-h") || !strcmp(name, "help"))
 		return usage(NULL);
 	else
 		return usage("unknown command '%s'", name);
 
 	const char *url = NULL, *csv = NULL, *png = "zl-bench-compare.png", *sizes_arg = NULL;
+	const char *impl_arg = NULL, *n_arg = NULL;
 	uint64_t iters = 0, warmup = UINT64_MAX, shm_iters = 0, sock_iters = 0, timeout_s = 10;
 	int pin_given = 0, cpu_a = 0, cpu_b = 1, zc = 0, ucx = 0;
 	enum pp_mode mode = PP_BOTH;
@@ -257,6 +271,8 @@ int main(int argc, char **argv)
 			pin_given = 1;
 			break;
 		case O_CSV: csv = optarg; break;
+		case O_IMPL: impl_arg = optarg; break;
+		case O_N: n_arg = optarg; break;
 		case O_PNG: png = optarg; break;
 		case O_ZC: zc = 1; break;
 		case O_UCX: ucx = 1; break;
@@ -294,13 +310,17 @@ int main(int argc, char **argv)
 	} else if (mode == PP_CLIENT) {
 		cpu_b = ZLB_NO_CPU;
 	}
-	if (pin_given && mode == PP_BOTH && cpu_a != ZLB_NO_CPU && cpu_a == cpu_b)
+	if (pin_given && mode == PP_BOTH && cmd != C_SCAN && cpu_a != ZLB_NO_CPU &&
+	    cpu_a == cpu_b)
 		fprintf(stderr, "zl-bench: note: client and server share cpu%d; the numbers will "
 				"include scheduler wake-ups\n", cpu_a);
 
 	signal(SIGPIPE, SIG_IGN); /* a dead peer must be an error, not a kill */
 	if (timer_init(tk))
 		return 1;
+	if (cmd == C_SCAN) /* one process, one CPU: --pin A (B is ignored) */
+		return scan_run(impl_arg, n_arg, iters ? iters : 20000, csv,
+				pin_given ? cpu_a : ZLB_NO_CPU);
 	int64_t timeout_us = (int64_t)timeout_s * 1000000;
 
 	size_t sizes[ZLB_MAX_SIZES] = {8, 64, 512, 4096};

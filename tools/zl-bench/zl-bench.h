@@ -138,6 +138,11 @@ struct compare_opts {
 
 int compare_run(const struct compare_opts *o);
 
+/* Idle cost of the mailbox scan (scan.c); impl_arg/n_arg NULL = defaults,
+ * cpu ZLB_NO_CPU = not pinned. 0, 1 failure, 2 usage. */
+int scan_run(const char *impl_arg, const char *n_arg, uint64_t samples, const char *csv,
+	     int cpu);
+
 /* gnuplot (plot.c). Methods are rows, one result per size. */
 struct plot_series {
 	const char *label;
