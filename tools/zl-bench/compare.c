@@ -20,7 +20,10 @@
 
 #define MAX_METHODS 12
 
-enum kind { K_FLOOR, K_ZL, K_RAW, K_UCX };
+enum kind { K_FLOOR, K_SPSC, K_ZL, K_RAW, K_UCX };
+
+int spsc_run(size_t size, uint64_t iters, uint64_t warmup, int cpu_a, int cpu_b,
+	     const struct sink *sink, struct result *res);
 
 struct method {
 	char label[64];
@@ -292,6 +295,8 @@ static void print_ratios(const struct compare_opts *o)
 		printf("  How close zipline shm gets to the hardware (shm / floor at %zu B): %s\n",
 		       o->sizes[i64], v);
 	}
+	ratio_row(o, "What the library costs over a bare copying ring (zipline shm / copying ring):",
+		  shm, find("copying ring, no library"));
 	const struct result *r = res_at(shm, i4k);
 	if (r) {
 		char m[20], p[20];
@@ -319,6 +324,7 @@ int compare_run(const struct compare_opts *o)
 	nmethods = 0;
 
 	add(K_FLOOR, "floor: cache-line ping-pong", "floor", "cacheline", o->shm_iters)->flat = 1;
+	add(K_SPSC, "copying ring, no library", "spsc", "scratch", o->shm_iters);
 	snprintf(url, sizeof(url), "shm://zlbench-%d", pid);
 	add(K_ZL, "zipline shm", "shm", url, o->shm_iters);
 	snprintf(url, sizeof(url), "unix:///tmp/zlbench-%d.sock", pid);
@@ -364,9 +370,12 @@ int compare_run(const struct compare_opts *o)
 			printf("   (the hardware limit: one 8-byte store bouncing between two cores)");
 		else if (m->kind == K_RAW)
 			printf("   (blocking read/write, TCP_NODELAY, no zipline)");
+		else if (m->kind == K_SPSC)
+			printf("   (the least a copying shm ring can cost: fixed slots, a footer, "
+			       "memcpy in and out)");
 		printf("\n");
-		if (m->kind == K_FLOOR && cpu_count() < 2) {
-			printf("skipped: the floor needs two CPUs\n");
+		if ((m->kind == K_FLOOR || m->kind == K_SPSC) && cpu_count() < 2) {
+			printf("skipped: needs two CPUs\n");
 			continue;
 		}
 		report_columns();
@@ -375,6 +384,11 @@ int compare_run(const struct compare_opts *o)
 		if (m->kind == K_FLOOR) {
 			rc = floor_run(m->iters, warm, o->cpu_client, o->cpu_server, 1, &sink,
 				       &m->res[0]);
+		} else if (m->kind == K_SPSC) {
+			rc = 0;
+			for (int i = 0; i < o->nsizes && !rc; i++)
+				rc = spsc_run(o->sizes[i], m->iters, warm, o->cpu_client,
+					      o->cpu_server, &sink, &m->res[i]);
 		} else {
 			struct pp_opts p = {
 				.url = m->url,
