@@ -458,7 +458,7 @@ int compare_run(const struct compare_opts *o)
 			s[ns++] = (struct plot_series){methods[k].label, methods[k].res,
 						       methods[k].flat ? 1 : o->nsizes,
 						       methods[k].flat,
-						       methods[k].kind == K_RAW ||
+						       methods[k].kind == K_RAW || methods[k].kind == K_SPSC ||
 							       methods[k].kind == K_UCX};
 	if (o->png && ns) {
 		int prc = plot_png(o->png, s, ns, o->sizes, o->nsizes);
