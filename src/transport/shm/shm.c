@@ -30,33 +30,8 @@
 
 #include "clock.h"
 #include "ringchan.h"
+#include "shm_wire.h"
 
-#define SHM_MAGIC 0x4d534c5au /* "ZLSM" */
-#define CTL_SIZE 4096u
-
-struct shm_ctl {
-	_Alignas(64) _Atomic uint64_t rpos;       /* owner publishes */
-	_Alignas(64) _Atomic uint32_t rx_sleeping; /* owner sets, peer clears */
-	_Alignas(64) _Atomic uint32_t tx_sleeping; /* peer sets, owner clears */
-};
-
-struct shm_hello {
-	uint32_t magic;
-	uint16_t version;
-	uint16_t hello_size;
-	int32_t status;     /* 0, or -errno: why the acceptor refuses */
-	uint32_t ring_size; /* of the ring the sender of this hello receives on */
-	uint64_t key;
-	uint64_t max_msg;
-	uint32_t ctl_size;
-	uint32_t flags;     /* SHM_F_* */
-};
-
-/* This process is registered for membarrier(2), so the peer may skip the
- * fence on its fast path (see fast_fence in ringchan.c). */
-#define SHM_F_MEMBARRIER 1u
-
-enum { FD_MEM, FD_RX, FD_TX, NFDS };
 
 struct shm_side {
 	uint8_t *map;
