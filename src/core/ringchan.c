@@ -305,7 +305,10 @@ static int push_pending(struct zl_ringchan *rc, int64_t *dl)
 			if (rc->pend_off == rc->pend_len) {
 				free(rc->pend);
 				rc->pend = NULL;
+				/* last: once this is seen, the sending thread owns pend
+				 * again, so nothing here may touch it afterwards */
 				atomic_store_explicit(&rc->pend_active, false, memory_order_release);
+				return 0;
 			}
 			continue;
 		}
