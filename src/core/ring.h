@@ -1,15 +1,71 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The ring protocol, independent of transport. See ring.c for the record
- * format and the argument why no torn or stale record is ever delivered.
+ * The ring protocol: variable-size records in a power-of-two ring that the
+ * sender fills with one-sided writes and the receiver polls in memory.
  *
- * A transport supplies three primitives:
- *   - place: push(ctx, off, len) makes stage[off, off+len) visible at the
- *     same offset of the peer's ring. NULL when stage IS the peer's ring
- *     (shm), where the release store of the header tag publishes.
- *   - read local memory: the receiver polls rx->buf, its own memory.
- *   - publish: publish(ctx, rpos) stores the receiver's read position into
- *     the word the sender reads (tx->peer_rpos on the other side).
+ * Record at absolute position P (offset P & mask, 8-byte aligned), layout
+ * LEN_FIRST (TAG_FIRST swaps the two header words):
+ *
+ *   [0]      len word: u32 len | u8 type << 32, upper 24 bits zero
+ *   [8]      htag = mix(key ^ seq)
+ *   [16]     payload, len bytes, padded to 8
+ *   [size-8] ftag = mix(key ^ seq ^ 2^63)
+ *
+ * seq counts records from 0; key is a random 64-bit value chosen by the
+ * receiver per channel and known only to the two ends; mix is a bijection
+ * on 64-bit words with full avalanche (zl_mix64). A record never wraps:
+ * when it does not fit before the end of the ring the sender writes a PAD
+ * record to the end and starts at offset 0. A tail of fewer than 24 bytes
+ * (too short for any record) is skipped by rule, by the sender as soon as
+ * it is left and by the receiver when it reaches it.
+ *
+ * Why a stale or torn record is never delivered. The receiver delivers the
+ * record at P only if the htag at P equals htag(seq) AND the ftag at the end
+ * computed from its length equals ftag(seq).
+ *
+ *  1. Tags never repeat. seq grows by one per record and stays below 2^63,
+ *     so the inputs key ^ seq (htags) and key ^ seq ^ 2^63 (ftags) of all
+ *     records are pairwise distinct, and mix is a bijection: no header or
+ *     footer left from any earlier lap can equal the tag expected now. The
+ *     originals zeroed every consumed byte to get this; nothing is zeroed
+ *     here and nothing depends on a lap count.
+ *  2. Stale bytes that are not whole tags: payload left from earlier laps,
+ *     padding bytes never rewritten, or a fresh payload byte next to seven
+ *     bytes of an old tag. Because mix avalanches, tags of neighbouring
+ *     records share no structure (with a plain seq ^ key they would share
+ *     their high bytes, and one fresh byte over an old tag could complete a
+ *     future tag: a test caught exactly that). Any such mixture matches the
+ *     expected tag with probability 2^-64, or 2^-56 when one byte of it is
+ *     chosen by the application, which never sees the key.
+ *  3. Completeness (no torn record):
+ *     - shm: the sender stores the len word, payload and ftag, then the htag
+ *       with release; the receiver loads the htag with acquire, so a valid
+ *       htag makes every earlier store visible. A wrong ftag behind a valid
+ *       htag is therefore a protocol violation (tag_last).
+ *     - RDMA, in-order placement (LEN_FIRST, one WRITE): bytes land in
+ *       address order, so a valid htag means the len word has landed, and a
+ *       valid ftag (the last word) means everything has.
+ *     - RDMA, no in-order placement (TAG_FIRST): the transport WRITEs
+ *       [P+8, end) and then the htag in a second WRITE; RC executes WRITEs
+ *       in order, so a valid htag means the record is complete (tag_last).
+ *     Tags themselves may be seen torn where a NIC places bytes one by one;
+ *     a torn tag only matches when its missing bytes already hold their new
+ *     values, i.e. when it is as good as complete. (Read positions need a
+ *     check word for this reason: see zl_rpos_check.)
+ *  4. Reuse: the sender writes over bytes only below the receiver's
+ *     published read position, which moves past a record only after the
+ *     receiver consumed it; a peeked record stays intact until consumed.
+ *  5. Hostile input: the len word is read once, after the htag validated,
+ *     and checked (type known, length <= max payload, record inside the
+ *     ring, PAD ending exactly at the ring end) before any other access. A
+ *     read position from the receiver must lie between the last one seen
+ *     and the write position. Violations return -EPROTO, never an
+ *     out-of-bounds access.
+ *
+ * Lazy read position: the receiver publishes its position every
+ * publish_every bytes and whenever it is about to wait
+ * (zl_ring_rx_flush_rpos); the sender re-reads it only when its cached
+ * value leaves too little room.
  */
 #ifndef ZL_RING_H
 #define ZL_RING_H
@@ -17,6 +73,10 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <errno.h>
+#include <string.h>
+
+#include "log.h"
 
 #define ZL_REC_HDR 16u   /* a len word (u32 len, u8 type, u8[3] zero) and u64 htag */
 #define ZL_REC_FTR 8u    /* u64 ftag */
@@ -57,7 +117,7 @@ static inline uint64_t zl_mix64(uint64_t x)
 	return x ^ (x >> 31);
 }
 
-/* The header and footer tags of record seq (seq < 2^63). See ring.c. */
+/* The header and footer tags of record seq (seq < 2^63): see the top. */
 static inline uint64_t zl_ring_htag(uint64_t key, uint64_t seq) { return zl_mix64(key ^ seq); }
 static inline uint64_t zl_ring_ftag(uint64_t key, uint64_t seq)
 {
@@ -138,6 +198,94 @@ void zl_ring_rx_init(struct zl_ring_rx *rx, const void *buf, uint32_t size, uint
 void zl_ring_tx_set_layout(struct zl_ring_tx *tx, enum zl_ring_layout layout);
 void zl_ring_rx_set_layout(struct zl_ring_rx *rx, enum zl_ring_layout layout, bool tag_last);
 
+/* ---- the operations: inline, for the hot path (as DPDK's rte_ring.h) ---- */
+
+static inline _Atomic uint64_t *zl_ring_word(const uint8_t *base, uint32_t off)
+{
+	return (_Atomic uint64_t *)(uintptr_t)(base + off);
+}
+
+/* ---- sender ------------------------------------------------------------ */
+
+static inline int zl_ring_refresh_rpos(struct zl_ring_tx *tx)
+{
+	/* acquire: the receiver's reads of the old bytes happen before we
+	 * overwrite them */
+	uint64_t r = atomic_load_explicit(tx->peer_rpos, memory_order_acquire);
+	tx->rpos_reads++;
+	if (tx->peer_rpos_check &&
+	    atomic_load_explicit(tx->peer_rpos_check, memory_order_acquire) !=
+		    zl_rpos_check(r, tx->key))
+		return 0; /* caught mid-update: keep the old value, look again later */
+	if (r < tx->rpos_cache || r > tx->wpos) {
+		ZL_LOG(ZL_LOG_ERROR, "peer read position %llu outside [%llu, %llu]",
+		       (unsigned long long)r, (unsigned long long)tx->rpos_cache,
+		       (unsigned long long)tx->wpos);
+		return -EPROTO;
+	}
+	tx->rpos_cache = r;
+	return 0;
+}
+
+/* Bytes needed at the current position for a record of rs bytes,
+ * including the filler up to the ring end when it does not fit. */
+static inline uint32_t zl_ring_bytes_needed(const struct zl_ring_tx *tx, uint32_t rs)
+{
+	uint32_t rem = tx->size - (uint32_t)(tx->wpos & tx->mask);
+	return rs <= rem ? rs : rem + rs;
+}
+
+/* Free bytes ahead of wpos. After a skipped tail, wpos - rpos may exceed
+ * the ring size by up to 16 bytes that hold no data: that is no room. */
+static inline uint64_t zl_ring_room(const struct zl_ring_tx *tx)
+{
+	uint64_t used = tx->wpos - tx->rpos_cache;
+	return used >= tx->size ? 0 : tx->size - used;
+}
+
+static inline bool zl_ring_room_for(struct zl_ring_tx *tx, uint32_t need, int *err)
+{
+	*err = 0;
+	if (zl_ring_room(tx) >= need)
+		return true;
+	*err = zl_ring_refresh_rpos(tx);
+	return !*err && zl_ring_room(tx) >= need;
+}
+
+/* Free bytes the sender may use without re-reading rpos (for wait loops). */
+static inline bool zl_ring_tx_has_room(struct zl_ring_tx *tx, uint32_t len, int *err)
+{
+	*err = 0;
+	if (len > zl_ring_max_payload(tx->size)) {
+		*err = -EMSGSIZE;
+		return false;
+	}
+	return zl_ring_room_for(tx, zl_ring_bytes_needed(tx, zl_rec_size(len)), err);
+}
+
+/* Write the record's header words and footer; the htag goes last with
+ * release so that on shm it publishes everything before it. */
+static inline int zl_ring_write_record(struct zl_ring_tx *tx, uint32_t off, uint32_t len,
+				       uint8_t type)
+{
+	uint32_t rs = zl_rec_size(len);
+	atomic_store_explicit(zl_ring_word(tx->stage, off + tx->len_off),
+			      (uint64_t)len | (uint64_t)type << 32, memory_order_relaxed);
+	atomic_store_explicit(zl_ring_word(tx->stage, off + rs - 8), tx->ftag, memory_order_relaxed);
+	atomic_store_explicit(zl_ring_word(tx->stage, off + tx->tag_off), tx->htag, memory_order_release);
+	tx->seq++;
+	/* the next tags now, off the path from this store to the peer */
+	tx->htag = zl_ring_htag(tx->key, tx->seq);
+	tx->ftag = zl_ring_ftag(tx->key, tx->seq);
+	tx->wpos += rs;
+	/* a tail too short for any record is skipped by rule, by both sides;
+	 * skip it now so that the receiver's position never passes ours */
+	uint32_t rem = tx->size - (uint32_t)(tx->wpos & tx->mask);
+	if (rem < ZL_REC_OVERHEAD)
+		tx->wpos += rem;
+	return tx->push ? tx->push(tx->ctx, off, rs) : 0;
+}
+
 /*
  * Reserve a record of len payload bytes and type; *payload points into stage.
  *   0         reserved
@@ -147,17 +295,75 @@ void zl_ring_rx_set_layout(struct zl_ring_rx *rx, enum zl_ring_layout layout, bo
  *   -EPROTO   the peer published an impossible read position
  *   other     an error from push() while writing a PAD record
  */
-int zl_ring_tx_reserve(struct zl_ring_tx *tx, uint32_t len, uint8_t type, void **payload);
-
-/* Free bytes the sender may use without re-reading rpos (for wait loops). */
-bool zl_ring_tx_has_room(struct zl_ring_tx *tx, uint32_t len, int *err);
+static inline int zl_ring_tx_reserve(struct zl_ring_tx *tx, uint32_t len, uint8_t type,
+				     void **payload)
+{
+	if (tx->open)
+		return -EBUSY;
+	if (len > zl_ring_max_payload(tx->size))
+		return -EMSGSIZE;
+	uint32_t rs = zl_rec_size(len);
+	int err;
+	if (!zl_ring_room_for(tx, zl_ring_bytes_needed(tx, rs), &err))
+		return err ? err : -EAGAIN;
+	uint32_t off = (uint32_t)(tx->wpos & tx->mask);
+	uint32_t rem = tx->size - off;
+	if (rs > rem) { /* rem >= 24 here: write_record skips shorter tails */
+		err = zl_ring_write_record(tx, off, rem - ZL_REC_OVERHEAD, ZL_REC_PAD);
+		if (err)
+			return err;
+		off = 0;
+	}
+	tx->open = true;
+	tx->res_off = off;
+	tx->res_len = len;
+	tx->res_type = type;
+	*payload = tx->stage + off + ZL_REC_HDR;
+	return 0;
+}
 
 /* Publish the open reservation truncated to len bytes.
  *   0, -EINVAL (none open or len too large), or an error from push(). */
-int zl_ring_tx_commit(struct zl_ring_tx *tx, uint32_t len);
+static inline int zl_ring_tx_commit(struct zl_ring_tx *tx, uint32_t len)
+{
+	if (!tx->open || len > tx->res_len)
+		return -EINVAL;
+	tx->open = false;
+	return zl_ring_write_record(tx, tx->res_off, len, tx->res_type);
+}
 
 /* Drop the open reservation without sending anything. */
-void zl_ring_tx_abort(struct zl_ring_tx *tx);
+static inline void zl_ring_tx_abort(struct zl_ring_tx *tx)
+{
+	tx->open = false;
+}
+
+/* ---- receiver ---------------------------------------------------------- */
+
+static inline void zl_ring_publish_now(struct zl_ring_rx *rx)
+{
+	rx->published = rx->rpos;
+	rx->rpos_updates++;
+	rx->publish(rx->ctx, rx->rpos);
+}
+
+/* Publish the read position now if anything is unpublished (called before
+ * the receiver waits, so a sender short of room is never starved). */
+static inline void zl_ring_rx_flush_rpos(struct zl_ring_rx *rx)
+{
+	if (rx->published != rx->rpos)
+		zl_ring_publish_now(rx);
+}
+
+static inline void zl_ring_advance(struct zl_ring_rx *rx, uint32_t rs)
+{
+	rx->rpos += rs;
+	rx->seq++; /* the next htag is computed by the next peek, while it waits */
+	if (rx->rpos - rx->published >= rx->publish_every)
+		zl_ring_publish_now(rx);
+}
+
+static inline int zl_ring_rx_verify(struct zl_ring_rx *rx);
 
 /*
  * Look at the next complete record (PAD records are skipped).
@@ -166,20 +372,91 @@ void zl_ring_tx_abort(struct zl_ring_tx *tx);
  *   -EPROTO  a record whose htag is valid but whose length or type is
  *            impossible, or (tag_last) whose footer is wrong
  */
-int zl_ring_rx_peek(struct zl_ring_rx *rx, const void **payload, uint32_t *len,
-		    uint8_t *type);
+static inline int zl_ring_rx_peek(struct zl_ring_rx *rx, const void **payload, uint32_t *len,
+		    uint8_t *type)
+{
+	for (;;) {
+		uint32_t off = (uint32_t)(rx->rpos & rx->mask);
+		uint32_t rem = rx->size - off;
+		if (rem < ZL_REC_OVERHEAD) {
+			rx->rpos += rem;
+			continue;
+		}
+		if (rx->avail && atomic_load_explicit(rx->avail, memory_order_acquire) <= rx->seq)
+			return -EAGAIN;
+		if (__builtin_expect(rx->htag_seq != rx->seq, 0)) {
+			rx->htag = zl_ring_htag(rx->key, rx->seq);
+			rx->ftag = zl_ring_ftag(rx->key, rx->seq);
+			rx->htag_seq = rx->seq;
+		}
+		if (atomic_load_explicit(zl_ring_word(rx->buf, off + rx->tag_off), memory_order_acquire) !=
+		    rx->htag)
+			return -EAGAIN;
+		uint64_t lw = atomic_load_explicit(zl_ring_word(rx->buf, off + rx->len_off),
+						   memory_order_relaxed);
+		uint32_t n = (uint32_t)lw;
+		uint8_t t = (uint8_t)(lw >> 32);
+		if ((lw >> 40) || t == 0 || t > ZL_REC_TYPE_MAX ||
+		    n > zl_ring_max_payload(rx->size) || zl_rec_size(n) > rem ||
+		    (t == ZL_REC_PAD && zl_rec_size(n) != rem)) {
+			ZL_LOG(ZL_LOG_ERROR, "record %llu at offset %u: bad length %u or type %u",
+			       (unsigned long long)rx->seq, off, n, t);
+			return -EPROTO;
+		}
+		uint32_t rs = zl_rec_size(n);
+		rx->cur_off = off;
+		rx->cur_size = rs;
+		/* Where the htag is published last, the record is complete now
+		 * and its footer only guards against a hostile peer: the caller
+		 * checks it with zl_ring_rx_verify once it has read the payload
+		 * (and with it the footer's cache line), saving a dependent miss. */
+		if (!rx->tag_last || t == ZL_REC_PAD) {
+			int r = zl_ring_rx_verify(rx);
+			if (r) {
+				rx->cur_size = 0;
+				return r;
+			}
+		} else if (rs > 2 * 64) {
+			const uint8_t *a = rx->buf + off + 64, *end = rx->buf + off + rs;
+			for (int k = 0; a < end && k < 64; a += 64, k++)
+				__builtin_prefetch(a);
+		}
+		if (t == ZL_REC_PAD) {
+			rx->cur_size = 0;
+			zl_ring_advance(rx, rs);
+			continue;
+		}
+		*payload = rx->buf + off + ZL_REC_HDR;
+		*len = n;
+		*type = t;
+		return 0;
+	}
+}
 
 /* Check the footer of the record returned by the last successful peek.
  * With tag_last, peek leaves this to the caller, who must call it after
  * reading the payload and before using it: 0, or -EPROTO (bad footer).
  * Without tag_last peek has checked it already (0). */
-int zl_ring_rx_verify(struct zl_ring_rx *rx);
+static inline int zl_ring_rx_verify(struct zl_ring_rx *rx)
+{
+	uint32_t off = rx->cur_off, rs = rx->cur_size;
+	if (atomic_load_explicit(zl_ring_word(rx->buf, off + rs - 8), memory_order_acquire) == rx->ftag)
+		return 0;
+	if (!rx->tag_last)
+		return -EAGAIN;
+	ZL_LOG(ZL_LOG_ERROR, "record %llu at offset %u (%u bytes): bad footer",
+	       (unsigned long long)rx->seq, off, rs);
+	return -EPROTO;
+}
 
 /* Consume the record returned by the last successful peek. */
-void zl_ring_rx_consume(struct zl_ring_rx *rx);
-
-/* Publish the read position now if anything is unpublished (called before
- * the receiver waits, so a sender short of room is never starved). */
-void zl_ring_rx_flush_rpos(struct zl_ring_rx *rx);
+static inline void zl_ring_rx_consume(struct zl_ring_rx *rx)
+{
+	uint32_t rs = rx->cur_size;
+	if (!rs)
+		return;
+	rx->cur_size = 0;
+	zl_ring_advance(rx, rs);
+}
 
 #endif
