@@ -104,7 +104,7 @@ static int bounce(_Atomic uint64_t *v, uint64_t *next, uint64_t n, uint64_t *sam
 int floor_run(uint64_t iters, uint64_t warmup, int cpu_a, int cpu_b, int quiet_header,
 	      const struct sink *sink, struct result *res)
 {
-	int rc = 1, rfd;
+	int rc = 1;
 	char buf[256];
 	if (cpu_count() < 2) {
 		/* each spin would last a scheduler time slice: minutes, not ms */
@@ -122,16 +122,9 @@ int floor_run(uint64_t iters, uint64_t warmup, int cpu_a, int cpu_b, int quiet_h
 	atomic_store(&l->v, 0);
 
 	struct child_args a = {l, cpu_b};
-	pid_t pid = spawn_child(floor_child, &a, &rfd);
+	pid_t pid = start_peer(floor_child, &a, cpu_a, "floor");
 	if (pid < 0)
 		goto out;
-	int ready = read_line(rfd, buf, sizeof(buf), 10000) == 0 && !strcmp(buf, "OK");
-	close(rfd);
-	if (!ready || pin_self(cpu_a)) {
-		fprintf(stderr, "zl-bench floor: the child did not start\n");
-		kill_child(pid);
-		goto out;
-	}
 	if (!quiet_header) {
 		printf("floor: cache-line ping-pong, RTT (round trip), microseconds: one 8-byte "
 		       "atomic in its own cache line, %llu timed round trips after %llu warm-up\n",

@@ -87,8 +87,7 @@ static int spsc_child(void *arg, int wfd)
 int spsc_run(size_t size, uint64_t iters, uint64_t warmup, int cpu_a, int cpu_b,
 	     const struct sink *sink, struct result *res)
 {
-	int rc = 1, rfd;
-	char line[256];
+	int rc = 1;
 	if (cpu_count() < 2) {
 		fprintf(stderr, "zl-bench spsc: needs two CPUs\n");
 		return 1;
@@ -105,16 +104,9 @@ int spsc_run(size_t size, uint64_t iters, uint64_t warmup, int cpu_a, int cpu_b,
 	memset(buf, 0x5a, size);
 	a.ping = (struct ring){ mem, slot };
 	a.pong = (struct ring){ mem + SLOTS * slot, slot };
-	pid_t pid = spawn_child(spsc_child, &a, &rfd);
+	pid_t pid = start_peer(spsc_child, &a, cpu_a, "spsc");
 	if (pid < 0)
 		goto out;
-	int ready = read_line(rfd, line, sizeof(line), 10000) == 0 && !strcmp(line, "OK");
-	close(rfd);
-	if (!ready || pin_self(cpu_a)) {
-		fprintf(stderr, "zl-bench spsc: the child did not start\n");
-		kill_child(pid);
-		goto out;
-	}
 	pid_t pids[2] = { 0, pid };
 	struct load_snap l0, l1;
 	uint64_t t0 = 0, prev = 0;

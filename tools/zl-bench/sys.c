@@ -200,3 +200,22 @@ void explain_status(const char *who, int st)
 	else if (st == -1)
 		fprintf(stderr, "zl-bench: %s: waitpid failed\n", who);
 }
+
+/* Fork fn as a pinned peer that answers "OK" once ready, then pin this
+ * process to cpu. The child's pid, or -1 (reported) if either failed. */
+pid_t start_peer(int (*fn)(void *arg, int wfd), void *arg, int cpu, const char *who)
+{
+	int rfd;
+	char line[64];
+	pid_t pid = spawn_child(fn, arg, &rfd);
+	if (pid < 0)
+		return -1;
+	int ready = read_line(rfd, line, sizeof(line), 10000) == 0 && !strcmp(line, "OK");
+	close(rfd);
+	if (!ready || pin_self(cpu)) {
+		fprintf(stderr, "zl-bench %s: the child did not start\n", who);
+		kill_child(pid);
+		return -1;
+	}
+	return pid;
+}
