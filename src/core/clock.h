@@ -26,9 +26,10 @@ static inline int64_t zl_now_us(void)
 #define ZL_NEVER INT64_MAX
 static inline int64_t zl_deadline(int64_t timeout_us)
 {
-	if (timeout_us < 0)
+	int64_t now = zl_now_us();
+	if (timeout_us < 0 || timeout_us >= ZL_NEVER - now)
 		return ZL_NEVER;
-	return zl_now_us() + timeout_us;
+	return now + timeout_us;
 }
 
 /* Microseconds left until deadline, for poll(2): -1 means forever. */

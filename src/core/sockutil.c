@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "log.h"
 #include "sockutil.h"
 
 static int set_sock_opts(int fd)
@@ -27,9 +28,12 @@ static int set_sock_opts(int fd)
 static int resolve(const char *host, const char *port, bool passive, struct addrinfo **res)
 {
 	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
-				  .ai_flags = passive ? AI_PASSIVE : 0 };
-	int r = getaddrinfo(host && *host ? host : NULL, port, &hints, res);
-	return r ? (r == EAI_SYSTEM ? -errno : -EINVAL) : 0;
+				  .ai_flags = AI_NUMERICSERV | (passive ? AI_PASSIVE : 0) };
+	int e = getaddrinfo(host && *host ? host : NULL, port && *port ? port : "0", &hints, res);
+	if (!e)
+		return 0;
+	ZL_LOG(ZL_LOG_ERROR, "cannot resolve '%s': %s", host ? host : "", gai_strerror(e));
+	return e == EAI_MEMORY ? -ENOMEM : e == EAI_SYSTEM ? -errno : -EHOSTUNREACH;
 }
 
 int zl_tcp_listen(const char *host, const char *port)
@@ -47,7 +51,7 @@ int zl_tcp_listen(const char *host, const char *port)
 			continue;
 		}
 		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-		if (!bind(fd, a->ai_addr, a->ai_addrlen) && !listen(fd, 128)) {
+		if (!bind(fd, a->ai_addr, a->ai_addrlen) && !listen(fd, SOMAXCONN)) {
 			freeaddrinfo(res);
 			return fd;
 		}

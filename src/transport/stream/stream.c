@@ -119,7 +119,7 @@ static int wait_io(struct schan *c, struct waiter *w, short events, uint64_t *sl
 	int64_t now = zl_now_us();
 	if (!w->armed) {
 		w->armed = true;
-		w->deadline = zl_stream_deadline(w->timeout);
+		w->deadline = zl_deadline(w->timeout);
 		if (!c->busy_poll)
 			w->spin_end = now;
 		else if (c->spin_us < 0 || c->spin_us > w->deadline - now)
@@ -631,14 +631,6 @@ int zl_stream_chan_new(int fd, bool is_unix, const struct zl_opts *o, uint64_t p
 	}
 	*out = &c->base;
 	return 0;
-}
-
-int64_t zl_stream_deadline(int64_t timeout_us)
-{
-	int64_t now = zl_now_us();
-	if (timeout_us < 0 || timeout_us >= ZL_NEVER - now)
-		return ZL_NEVER;
-	return now + timeout_us;
 }
 
 int zl_stream_poll(int fd, short events, int64_t deadline, short *revents)

@@ -25,9 +25,6 @@
 int zl_stream_chan_new(int fd, bool is_unix, const struct zl_opts *o,
 		       uint64_t peer_max_msg, zl_channel **out);
 
-/* A deadline timeout_us from now; negative (or huge) timeouts: ZL_NEVER. */
-int64_t zl_stream_deadline(int64_t timeout_us);
-
 /* ppoll one fd until deadline (microsecond precision). Returns 1 ready
  * (*revents set if non-NULL), 0 on timeout or EINTR, or -errno. */
 int zl_stream_poll(int fd, short events, int64_t deadline, short *revents);

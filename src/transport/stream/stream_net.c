@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "sockutil.h"
 #include "stream.h"
 
 struct slistener {
@@ -170,7 +171,8 @@ static int unix_addr(const struct zl_url *u, struct sockaddr_un *sa)
 	return 0;
 }
 
-static int tcp_resolve(const struct zl_url *u, bool passive, struct addrinfo **res)
+/* tcp://HOST:PORT; the port may be 0 only for listening. */
+static int tcp_check(const struct zl_url *u, bool passive)
 {
 	bool bad_port = strlen(u->port) > 5 || atoi(u->port) > 65535;
 	if ((u->path[0] && strcmp(u->path, "/")) || bad_port ||
@@ -178,15 +180,7 @@ static int tcp_resolve(const struct zl_url *u, bool passive, struct addrinfo **r
 		ZL_LOG(ZL_LOG_ERROR, "tcp: need tcp://HOST:PORT%s", passive ? "" : " with PORT > 0");
 		return -EINVAL;
 	}
-	struct addrinfo hints = {
-		.ai_socktype = SOCK_STREAM,
-		.ai_flags = AI_NUMERICSERV | (passive ? AI_PASSIVE : 0),
-	};
-	int e = getaddrinfo(u->host[0] ? u->host : NULL, u->port[0] ? u->port : "0", &hints, res);
-	if (!e)
-		return 0;
-	ZL_LOG(ZL_LOG_ERROR, "tcp: cannot resolve '%s': %s", u->host, gai_strerror(e));
-	return e == EAI_MEMORY ? -ENOMEM : e == EAI_SYSTEM ? -errno : -EHOSTUNREACH;
+	return 0;
 }
 
 /* ---- listener --------------------------------------------------------- */
@@ -194,12 +188,12 @@ static int tcp_resolve(const struct zl_url *u, bool passive, struct addrinfo **r
 static int l_accept(zl_listener *base, int64_t timeout_us, zl_channel **out)
 {
 	struct slistener *l = (struct slistener *)base;
-	int64_t deadline = zl_stream_deadline(timeout_us);
+	int64_t deadline = zl_deadline(timeout_us);
 	for (;;) {
 		int fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd >= 0) {
 			int rc = setup(fd, l->is_unix, &l->o,
-				       zl_stream_deadline(l->o.handshake_timeout_us), out);
+				       zl_deadline(l->o.handshake_timeout_us), out);
 			if (rc != -ENOTCONN)
 				return rc;
 			ZL_LOG(ZL_LOG_DEBUG, "%s: peer left before its hello; dropped",
@@ -259,32 +253,16 @@ static struct slistener *l_new(int fd, bool is_unix, const struct zl_opts *o)
 
 static int tcp_listen(const struct zl_url *u, const struct zl_opts *o, zl_listener **out)
 {
-	struct addrinfo *res, *ai;
 	int rc = check_params(u);
 	if (!rc)
-		rc = tcp_resolve(u, true, &res);
+		rc = tcp_check(u, true);
 	if (rc)
 		return rc;
-	int fd = -1;
-	for (ai = res; ai; ai = ai->ai_next) {
-		fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-		if (fd < 0) {
-			rc = -errno;
-			continue;
-		}
-		int one = 1;
-		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-		if (!bind(fd, ai->ai_addr, ai->ai_addrlen) && !listen(fd, SOMAXCONN))
-			break;
-		rc = -errno;
-		close(fd);
-		fd = -1;
-	}
-	freeaddrinfo(res);
+	int fd = zl_tcp_listen(u->host, u->port);
 	if (fd < 0) {
 		ZL_LOG(ZL_LOG_ERROR, "tcp: cannot listen on '%s:%s': %s", u->host, u->port,
-		       strerror(-rc));
-		return rc;
+		       strerror(-fd));
+		return fd;
 	}
 	/* Report the port actually bound, and a host peers can use. */
 	struct sockaddr_storage ss;
@@ -374,7 +352,7 @@ static int unix_listen(const struct zl_url *u, const struct zl_opts *o, zl_liste
 
 static int64_t hs_deadline(const struct zl_opts *o, int64_t deadline)
 {
-	int64_t hs = zl_stream_deadline(o->handshake_timeout_us);
+	int64_t hs = zl_deadline(o->handshake_timeout_us);
 	return hs < deadline ? hs : deadline;
 }
 
@@ -388,41 +366,17 @@ static int finish_connect(int fd, bool is_unix, const struct zl_opts *o, int64_t
 static int tcp_connect(const struct zl_url *u, const struct zl_opts *o, int64_t timeout_us,
 		       zl_channel **out)
 {
-	int64_t deadline = zl_stream_deadline(timeout_us);
-	struct addrinfo *res, *ai;
+	int64_t deadline = zl_deadline(timeout_us);
 	int rc = check_params(u);
 	if (!rc)
-		rc = tcp_resolve(u, false, &res);
+		rc = tcp_check(u, false);
 	if (rc)
 		return rc;
-	int fd = -1;
-	rc = -ECONNREFUSED;
-	for (ai = res; ai && rc != -ETIMEDOUT; ai = ai->ai_next) {
-		fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-		if (fd < 0) {
-			rc = -errno;
-			continue;
-		}
-		rc = connect(fd, ai->ai_addr, ai->ai_addrlen) ? -errno : 0;
-		if (rc == -EINPROGRESS) {
-			int err = 0;
-			socklen_t el = sizeof(err);
-			rc = zl_stream_poll(fd, POLLOUT, deadline, NULL);
-			if (rc == 0)
-				rc = -ETIMEDOUT;
-			else if (rc > 0)
-				rc = getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) ? -errno : -err;
-		}
-		if (!rc)
-			break;
-		close(fd);
-		fd = -1;
-	}
-	freeaddrinfo(res);
+	int fd = zl_tcp_connect(u->host, u->port, deadline);
 	if (fd < 0) {
 		ZL_LOG(ZL_LOG_ERROR, "tcp: cannot connect to '%s:%s': %s", u->host, u->port,
-		       strerror(-rc));
-		return rc;
+		       strerror(-fd));
+		return fd;
 	}
 	return finish_connect(fd, false, o, deadline, out);
 }
@@ -430,7 +384,7 @@ static int tcp_connect(const struct zl_url *u, const struct zl_opts *o, int64_t 
 static int unix_connect(const struct zl_url *u, const struct zl_opts *o, int64_t timeout_us,
 			zl_channel **out)
 {
-	int64_t deadline = zl_stream_deadline(timeout_us);
+	int64_t deadline = zl_deadline(timeout_us);
 	struct sockaddr_un sa;
 	int rc = check_params(u);
 	if (!rc)
