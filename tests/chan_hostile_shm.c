@@ -38,28 +38,13 @@ static void listener_still_works(void)
 	zl_close(ch);
 }
 
+/* Garbage with nfds harmless fds (/dev/null) attached. */
 static void send_with_fds(int fd, const void *buf, size_t len, int nfds)
 {
 	int fds[8];
 	for (int i = 0; i < nfds; i++)
 		fds[i] = open("/dev/null", O_RDONLY | O_CLOEXEC);
-	union {
-		char b[CMSG_SPACE(sizeof(fds))];
-		struct cmsghdr align;
-	} u;
-	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
-	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
-	if (nfds) {
-		memset(&u, 0, sizeof(u));
-		m.msg_control = u.b;
-		m.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)nfds);
-		struct cmsghdr *c = CMSG_FIRSTHDR(&m);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)nfds);
-		memcpy(CMSG_DATA(c), fds, sizeof(int) * (size_t)nfds);
-	}
-	CHECKF(sendmsg(fd, &m, MSG_NOSIGNAL) == (ssize_t)len, "sendmsg: %s", strerror(errno));
+	tl_send_fds(fd, buf, len, fds, nfds);
 	for (int i = 0; i < nfds; i++)
 		close(fds[i]);
 }

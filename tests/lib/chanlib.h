@@ -70,6 +70,8 @@ void tl_pipe_get(struct tl_pipe *p, void *buf, size_t len, int timeout_ms);
  * SOCK_SEQPACKET rendezvous socket; tcp, unix: a plain stream socket),
  * without any handshake. Returns the fd. */
 int tl_raw_connect(const char *url);
+/* sendmsg len bytes with nfds file descriptors attached (SCM_RIGHTS). */
+void tl_send_fds(int sock, const void *buf, size_t len, const int *fds, int nfds);
 
 /* A URL of scheme where nobody listens. */
 void tl_dead_url(const char *scheme, char *buf, size_t cap);

@@ -13,50 +13,12 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
-#include "zipline.h"
+#include "chanlib.h"
 #include "shm_wire.h"
 
-#define FAIL(...) do { printf("FAIL %s:%d: ", __FILE__, __LINE__); printf(__VA_ARGS__); \
-		       printf("\n"); exit(1); } while (0)
-
 static char name[64];
-
-static int raw_connect(void)
-{
-	struct sockaddr_un a = { .sun_family = AF_UNIX };
-	int k = snprintf(a.sun_path + 1, sizeof(a.sun_path) - 1, "zipline/%s", name);
-	socklen_t len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)k);
-	int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-	if (s < 0 || connect(s, (struct sockaddr *)&a, len))
-		FAIL("raw connect: %s", strerror(errno));
-	return s;
-}
-
-static void send_hello(int s, const void *h, size_t len, const int *fds, int nfds)
-{
-	union {
-		char buf[CMSG_SPACE(sizeof(int) * 4)];
-		struct cmsghdr align;
-	} u;
-	struct iovec iov = { .iov_base = (void *)h, .iov_len = len };
-	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
-	if (nfds) {
-		memset(&u, 0, sizeof(u));
-		m.msg_control = u.buf;
-		m.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)nfds);
-		struct cmsghdr *c = CMSG_FIRSTHDR(&m);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)nfds);
-		memcpy(CMSG_DATA(c), fds, sizeof(int) * (size_t)nfds);
-	}
-	if (sendmsg(s, &m, MSG_NOSIGNAL) < 0)
-		FAIL("sendmsg: %s", strerror(errno));
-}
 
 static struct shm_hello good_hello(void)
 {
@@ -110,8 +72,10 @@ static void check_lie(zl_listener *l, const struct lie *c)
 		fds[FD_RX] = eventfd(0, EFD_CLOEXEC);
 		fds[FD_TX] = eventfd(0, EFD_CLOEXEC);
 	}
-	int s = raw_connect();
-	send_hello(s, &h, c->len, fds, c->nfds);
+	char url[128];
+	snprintf(url, sizeof(url), "shm://%s", name);
+	int s = tl_raw_connect(url);
+	tl_send_fds(s, &h, c->len, fds, c->nfds);
 	zl_channel *ch = NULL;
 	int r = zl_accept(l, 2000000, &ch);
 	if (r != -EPROTO)
