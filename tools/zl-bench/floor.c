@@ -26,24 +26,6 @@ struct line {
 	char pad[64 - sizeof(uint64_t)]; /* own cache line: no false sharing */
 };
 
-/* Spin until *v == want; checks the clock only every 1024 spins, and
- * only after the first 1024, so a quick answer costs no clock read. */
-static int wait_for(_Atomic uint64_t *v, uint64_t want)
-{
-	uint64_t spins = 0, start = 0;
-	while (atomic_load_explicit(v, memory_order_acquire) != want) {
-		cpu_relax();
-		if ((++spins & 1023) == 0) {
-			uint64_t now = mono_ns();
-			if (!start)
-				start = now;
-			else if (now - start > GIVE_UP_NS)
-				return -1;
-		}
-	}
-	return 0;
-}
-
 struct child_args {
 	struct line *l;
 	int cpu;
@@ -88,7 +70,7 @@ static int bounce(_Atomic uint64_t *v, uint64_t *next, uint64_t n, uint64_t *sam
 	for (uint64_t i = 0; i < n; i++) {
 		uint64_t x = *next;
 		atomic_store_explicit(v, x, memory_order_release);
-		if (wait_for(v, x + 1)) {
+		if (spin_until(v, x + 1)) {
 			fprintf(stderr, "zl-bench floor: no answer for 1 s; giving up\n");
 			return -1;
 		}

@@ -21,7 +21,6 @@
 #include "zl-bench.h"
 
 #define SLOTS 256
-#define GIVE_UP_NS 1000000000ull
 
 struct ring {
 	uint8_t *base;
@@ -42,18 +41,8 @@ static void put(const struct ring *r, uint64_t seq, const void *p, size_t n)
 /* 0, or -1 after a second without the message. */
 static int get(const struct ring *r, uint64_t seq, void *p, size_t n)
 {
-	_Atomic uint64_t *f = footer(r, seq);
-	uint64_t spins = 0, start = 0;
-	while (atomic_load_explicit(f, memory_order_acquire) != seq + 1) {
-		cpu_relax();
-		if ((++spins & 1023) == 0) {
-			uint64_t now = mono_ns();
-			if (!start)
-				start = now;
-			else if (now - start > GIVE_UP_NS)
-				return -1;
-		}
-	}
+	if (spin_until(footer(r, seq), seq + 1))
+		return -1;
 	memcpy(p, r->base + (seq % SLOTS) * r->slot, n);
 	return 0;
 }

@@ -14,6 +14,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <stdatomic.h>
+
 #include "zl-bench.h"
 
 /* The CPUs we were started on. Remembered on first use (main() asks
@@ -218,4 +220,23 @@ pid_t start_peer(int (*fn)(void *arg, int wfd), void *arg, int cpu, const char *
 		return -1;
 	}
 	return pid;
+}
+
+/* Spin until *v == want (acquire). The clock is read only every 1024 spins
+ * and only after the first 1024, so a quick answer costs no clock read.
+ * 0, or -1 after a second without it: a peer that hangs must not hang us. */
+int spin_until(_Atomic uint64_t *v, uint64_t want)
+{
+	uint64_t spins = 0, start = 0;
+	while (atomic_load_explicit(v, memory_order_acquire) != want) {
+		cpu_relax();
+		if ((++spins & 1023) == 0) {
+			uint64_t now = mono_ns();
+			if (!start)
+				start = now;
+			else if (now - start > 1000000000ull)
+				return -1;
+		}
+	}
+	return 0;
 }

@@ -4,6 +4,7 @@
 #define ZLB_H
 
 #include <stddef.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/types.h>
@@ -86,6 +87,7 @@ pid_t spawn_child(int (*fn)(void *arg, int wfd), void *arg, int *rfd);
 /* Read one '\n'-terminated line within timeout_ms; 0, or -1 on EOF,
  * error or timeout. The newline is stripped. */
 int read_line(int fd, char *buf, size_t cap, int timeout_ms);
+int spin_until(_Atomic uint64_t *v, uint64_t want);
 pid_t start_peer(int (*fn)(void *arg, int wfd), void *arg, int cpu, const char *who);
 /* Wait up to timeout_ms for pid to exit, then SIGKILL it. Returns its
  * exit status (0..255), 128+signal, -2 if we had to kill it, or -1. */
