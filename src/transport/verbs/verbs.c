@@ -99,7 +99,6 @@ struct rd_chan {
 	atomic_flag lock;
 	uint64_t posted, completed;
 	uint32_t since_signal;
-	int unacked_events;
 	bool qp_failed;
 };
 
@@ -302,15 +301,15 @@ static void rd_progress(struct zl_ringchan *rc)
 	drain_rcq(RD(rc));
 }
 
+/* Take completion-channel events and acknowledge each at once: both the
+ * sending and the receiving thread may get here, and ibv_destroy_cq waits
+ * for every event to be acknowledged, so a shared count could hang it. */
 static void take_events(struct rd_chan *v)
 {
 	struct ibv_cq *cq;
 	void *cq_ctx;
 	while (!ibv_get_cq_event(v->chan, &cq, &cq_ctx))
-		if (++v->unacked_events >= 64) {
-			ibv_ack_cq_events(v->rcq, (unsigned)v->unacked_events);
-			v->unacked_events = 0;
-		}
+		ibv_ack_cq_events(cq, 1);
 }
 
 static void rd_drain(struct zl_ringchan *rc)
@@ -385,8 +384,6 @@ static void rd_free(struct rd_chan *v)
 {
 	if (v->qp)
 		ibv_destroy_qp(v->qp);
-	if (v->unacked_events)
-		ibv_ack_cq_events(v->rcq, (unsigned)v->unacked_events);
 	if (v->scq)
 		ibv_destroy_cq(v->scq);
 	if (v->rcq)
