@@ -90,16 +90,39 @@ static zl_channel *accept_one(zl_listener *l)
 	return ch;
 }
 
+/* A listener on device A at port and an echo peer from device B, connected. */
+struct pair {
+	zl_listener *l;
+	zl_channel *ch;
+	pid_t echo;
+};
+
+static struct pair echo_pair(int port, const char *extra)
+{
+	char su[256], cu[256];
+	struct pair p;
+	url(su, sizeof(su), port, dev_a, extra);
+	url(cu, sizeof(cu), port, dev_b, extra);
+	CHECK_RC(zl_listen(su, NULL, &p.l), 0);
+	p.echo = spawn_echo(cu);
+	p.ch = accept_one(p.l);
+	return p;
+}
+
+/* Close our end (the echo peer then sees -ECONNRESET and exits) and reap. */
+static void pair_close(struct pair *p)
+{
+	zl_close(p->ch);
+	if (p->echo > 0)
+		waitpid(p->echo, NULL, 0);
+	zl_listener_close(p->l);
+}
+
 /* Inline and non-inline sizes, wraparound of a small ring, fragmentation. */
 static void case_sizes(void)
 {
-	char su[256], cu[256];
-	url(su, sizeof(su), 7601, dev_a, "&ring=4096");
-	url(cu, sizeof(cu), 7601, dev_b, "&ring=4096");
-	zl_listener *l;
-	CHECK_RC(zl_listen(su, NULL, &l), 0);
-	pid_t pid = spawn_echo(cu);
-	zl_channel *ch = accept_one(l);
+	struct pair p = echo_pair(7601, "&ring=4096");
+	zl_channel *ch = p.ch;
 	static uint8_t out[8 << 20], in[8 << 20];
 	static const size_t sizes[] = { 0, 1, 8, 64, 200, 232, 256, 300, 1000, 2024, 4000,
 					100000, 1 << 20 };
@@ -121,29 +144,23 @@ static void case_sizes(void)
 	zl_channel_info(ch, &info);
 	printf("sizes: %d echoes over a 4 KiB ring ok (mode %s, %llu rpos updates)\n", n,
 	       info.mode, (unsigned long long)info.rpos_updates);
-	zl_close(ch);
-	waitpid(pid, NULL, 0);
-	zl_listener_close(l);
+	pair_close(&p);
 }
 
 /* The peer dies mid-stream: we get an error within a bound, never a hang. */
 static void case_kill(void)
 {
-	char su[256], cu[256];
-	url(su, sizeof(su), 7602, dev_a, "");
-	url(cu, sizeof(cu), 7602, dev_b, "");
-	zl_listener *l;
-	CHECK_RC(zl_listen(su, NULL, &l), 0);
-	pid_t pid = spawn_echo(cu);
-	zl_channel *ch = accept_one(l);
+	struct pair p = echo_pair(7602, "");
+	zl_channel *ch = p.ch;
 	uint8_t buf[4096];
 	size_t len;
 	for (int i = 0; i < 20; i++) {
 		CHECK_RC(zl_send(ch, buf, 100, TMO), 0);
 		CHECK_RC(zl_recv(ch, buf, sizeof(buf), &len, TMO), 0);
 	}
-	kill(pid, SIGKILL);
-	waitpid(pid, NULL, 0);
+	kill(p.echo, SIGKILL);
+	waitpid(p.echo, NULL, 0);
+	p.echo = 0;
 	double t0 = now_s();
 	int r = zl_recv(ch, buf, sizeof(buf), &len, 10000000);
 	double dt = now_s() - t0;
@@ -153,8 +170,7 @@ static void case_kill(void)
 	if (r != -ECONNRESET && r != -EPIPE)
 		FAIL("send after the peer was killed: %d (%s)", r, zl_strerror(r));
 	printf("kill: -ECONNRESET %.3f s after the peer died\n", dt);
-	zl_close(ch);
-	zl_listener_close(l);
+	pair_close(&p);
 }
 
 /* Registration beyond RLIMIT_MEMLOCK: a clear error that names the limit.
@@ -329,22 +345,15 @@ static void case_rkey(void)
 static void case_auto(void)
 {
 	order = "auto";
-	char su[256], cu[256];
-	url(su, sizeof(su), 7607, dev_a, "");
-	url(cu, sizeof(cu), 7607, dev_b, "");
-	zl_listener *l;
-	CHECK_RC(zl_listen(su, NULL, &l), 0);
-	pid_t pid = spawn_echo(cu);
-	zl_channel *ch = accept_one(l);
+	struct pair p = echo_pair(7607, "");
+	zl_channel *ch = p.ch;
 	struct zl_channel_info info;
 	zl_channel_info(ch, &info);
 	bool rxe = !strncmp(dev_a, "rxe", 3);
 	printf("auto: mode %s on %s\n", info.mode, dev_a);
 	if (rxe && strcmp(info.mode, "split"))
 		FAIL("order=auto chose '%s' on rxe, which does not place data in order", info.mode);
-	zl_close(ch);
-	waitpid(pid, NULL, 0);
-	zl_listener_close(l);
+	pair_close(&p);
 }
 
 int main(int argc, char **argv)
