@@ -136,10 +136,7 @@ int floor_run(uint64_t iters, uint64_t warmup, int cpu_a, int cpu_b, int quiet_h
 	}
 	res->size = sizeof(uint64_t);
 	res->iters = iters;
-	stats_compute(samples, iters, t1 - t0, res);
-	report_row(res);
-	load_check(&l0, &l1);
-	report_csv_row(sink, res);
+	report_result(samples, iters, t1 - t0, &l0, &l1, sink, res);
 	rc = 0;
 out:
 	munmap(l, 4096);

@@ -228,10 +228,7 @@ int rawtcp_run(const struct pp_opts *o, const struct sink *sink, struct result *
 		}
 		res[s].size = size;
 		res[s].iters = o->iters;
-		stats_compute(samples, o->iters, t1 - t0, &res[s]);
-		report_row(&res[s]);
-		load_check(&l0, &l1);
-		report_csv_row(sink, &res[s]);
+		report_result(samples, o->iters, t1 - t0, &l0, &l1, sink, &res[s]);
 	}
 	close(fd);
 	fd = -1;

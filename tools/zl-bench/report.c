@@ -68,3 +68,15 @@ void report_csv_row(const struct sink *s, const struct result *r)
 		r->max_us, r->rt_per_s, timer_name());
 	fflush(s->csv);
 }
+
+/* Finish one measurement: statistics, the table row, the co-tenant load
+ * warning and the CSV row. */
+void report_result(uint64_t *samples, uint64_t n, uint64_t elapsed_ns,
+		   const struct load_snap *l0, const struct load_snap *l1,
+		   const struct sink *sink, struct result *r)
+{
+	stats_compute(samples, n, elapsed_ns, r);
+	report_row(r);
+	load_check(l0, l1);
+	report_csv_row(sink, r);
+}

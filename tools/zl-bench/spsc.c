@@ -126,10 +126,7 @@ int spsc_run(size_t size, uint64_t iters, uint64_t warmup, int cpu_a, int cpu_b,
 	}
 	res->size = size;
 	res->iters = iters;
-	stats_compute(samples, iters, t1 - t0, res);
-	report_row(res);
-	load_check(&l0, &l1);
-	report_csv_row(sink, res);
+	report_result(samples, iters, t1 - t0, &l0, &l1, sink, res);
 	rc = 0;
 out:
 	if (mem != MAP_FAILED)

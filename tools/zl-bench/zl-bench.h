@@ -42,6 +42,11 @@ uint64_t stats_rank(const uint64_t *v, uint64_t n, double p);
 void report_columns(void);                 /* the column header line */
 void report_row(const struct result *r);   /* one size */
 void report_csv_row(const struct sink *s, const struct result *r);
+struct load_snap;
+/* sorts samples */
+void report_result(uint64_t *samples, uint64_t n, uint64_t elapsed_ns,
+		   const struct load_snap *l0, const struct load_snap *l1,
+		   const struct sink *sink, struct result *r);
 FILE *report_csv_open(const char *path, int truncate);
 /* "6.90 M", "47.1 k": round trips per second for humans. */
 void fmt_rate(char *buf, size_t cap, double per_s);
