@@ -267,6 +267,200 @@ struct zl_channel_info {
 /* Fill *info. -EINVAL on NULL. */
 int zl_channel_info(const zl_channel *ch, struct zl_channel_info *info);
 
+/* ---- N:1 server and RPC client ---------------------------------------- */
+
+/*
+ * zl_server: one thread serves many clients (see zl_server(7) and
+ * docs/design-nto1.md). Each client owns K request slots; each slot has a
+ * 1-byte mailbox flag, and the flags of all clients form one contiguous
+ * array that the serving thread scans with SIMD from a rotating start, so
+ * no client starves. The flag's value is the request type (1..255), the
+ * RPC id: handlers are registered per type. Replies, of any size, go back
+ * over a per-client channel.
+ *   shm://   requests are written into the client's own slots (memory no
+ *            other client maps) and announced by its flag.
+ *   tcp://, unix://, rdma://   requests travel as channel messages; the
+ *            server waits on them through epoll (tcp, unix) or by polling
+ *            the channels' rings (rdma). Same API, same limits.
+ * Requests larger than a slot travel over the client's channel on every
+ * transport; the slot then only announces them.
+ *
+ * Thread safety:
+ *   - zl_server: zl_server_run/poll, zl_server_handle, zl_server_listen and
+ *     zl_reply* belong to one thread (the serving thread). zl_server_stop
+ *     may be called from any thread or a signal handler. zl_server_info may
+ *     be called from any thread (counters are read without tearing, not as
+ *     one snapshot). zl_server_close must not race with anything.
+ *     Connections are accepted on a helper thread, so a client stalling
+ *     in its handshake never delays the serving thread.
+ *   - zl_client: one thread at a time (calls are not internally locked).
+ *   - zl_req: valid inside its handler; a deferred request until its reply.
+ */
+typedef struct zl_server zl_server;
+typedef struct zl_client zl_client;
+typedef struct zl_req zl_req;
+
+struct zl_server_opts {
+	uint32_t size;        /* sizeof(struct zl_server_opts) */
+	uint32_t slots;       /* K: request slots per client, 1..64; default 4 */
+	uint32_t slot_size;   /* bytes per slot including the 16-byte header,
+	                         64..65536, multiple of 64; default 512 */
+	uint32_t max_clients; /* 1..65536; default 1024 */
+	uint64_t max_req;     /* largest request, default 4 MiB */
+	int64_t spin_us;      /* idle spin before sleeping; default 50 */
+	int64_t sweep_us;     /* period of the slot-header sweep that recovers
+	                         a doorbell lost to a rogue client; default 1000 */
+	uint32_t reserved[8];
+};
+
+void zl_server_opts_init(struct zl_server_opts *o);
+
+/* A handler. Read the request with zl_req_data (in place: on shm it is the
+ * client's memory, which that client can change while you read it; never
+ * read a length twice from it). Answer with zl_reply (or
+ * zl_reply_reserve/commit), or call zl_req_defer and answer later. Return
+ * 0, or a negative errno: if no reply was sent, the client's call then
+ * returns that error. Returning 0 without replying sends an empty reply. */
+typedef int (*zl_handler_fn)(zl_req *req, void *arg);
+
+/* Create a server (opts NULL: defaults). 0, -EINVAL, -ENOMEM. */
+int zl_server_create(const struct zl_server_opts *opts, zl_server **out);
+
+/*
+ * Accept clients on url (callable several times: one server can serve
+ * shm and tcp at once). opts as zl_listen. Returns 0 or as zl_listen, or
+ *   -ENOSPC  the server already has 8 listeners
+ */
+int zl_server_listen(zl_server *srv, const char *url, const struct zl_opts *opts);
+
+/* The URL of listener i (in zl_server_listen order), as zl_listener_url.
+ * -ENOENT if there is no listener i. */
+int zl_server_url(const zl_server *srv, int i, char *buf, size_t cap);
+
+/* Handle requests of this type (1..255) with fn (NULL removes it).
+ * 0 or -EINVAL. A request with no handler gets -EOPNOTSUPP. */
+int zl_server_handle(zl_server *srv, int type, zl_handler_fn fn, void *arg);
+
+/*
+ * Serve: wait up to timeout_us for requests, serve what is ready, and
+ * return. Returns the number of requests served (>= 0), 0 on timeout, or
+ *   -ECANCELED  zl_server_stop was called (the stop is consumed)
+ *   -EINVAL     NULL server
+ * Failures of single clients never end the call: those clients are
+ * dropped and counted.
+ */
+int zl_server_poll(zl_server *srv, int64_t timeout_us);
+
+/* Serve until zl_server_stop or timeout_us elapses (-1: forever).
+ * 0 after a stop or on timeout, or -EINVAL. */
+int zl_server_run(zl_server *srv, int64_t timeout_us);
+
+/* Make a running zl_server_run/poll return soon. Async-signal-safe. */
+void zl_server_stop(zl_server *srv);
+
+struct zl_server_info {
+	uint64_t clients;         /* connected now */
+	uint64_t clients_total;   /* ever accepted */
+	uint64_t clients_dropped; /* disconnected by the server: protocol
+	                             violation, or a reply that could not go */
+	uint64_t requests;        /* served (handler called) */
+	uint64_t rejected;        /* malformed requests, no handler */
+	uint64_t spurious;        /* flags set without a valid request */
+	uint64_t recovered;       /* requests found by the sweep, not a flag */
+	uint64_t sleeps;          /* times the serving thread slept */
+	uint64_t per_type[256];   /* requests served per type */
+};
+
+/* Fill *info. 0 or -EINVAL. */
+int zl_server_info(const zl_server *srv, struct zl_server_info *info);
+
+/* Close every client and listener and free the server. Deferred requests
+ * still open are dropped (their clients see -ECONNRESET). NULL: no-op. */
+void zl_server_close(zl_server *srv);
+
+/* ---- requests (inside a handler) ---- */
+
+/* The request's type (1..255). */
+int zl_req_type(const zl_req *req);
+
+/* The request's bytes and length (in place; see zl_handler_fn). */
+const void *zl_req_data(const zl_req *req, size_t *len);
+
+/* A number for the requesting client, unique while the server lives. */
+uint64_t zl_req_client(const zl_req *req);
+
+/* Keep the request open after the handler returns; reply later from the
+ * serving thread. Returns 0, or -EINVAL (already replied or deferred). */
+int zl_req_defer(zl_req *req);
+
+/*
+ * Send the reply (any size up to the client's max_msg) and close the
+ * request. Never blocks: a reply that does not fit now is queued and sent
+ * as the client makes room. Returns 0, or
+ *   -EINVAL      already replied, or buf NULL with len > 0
+ *   -ECONNRESET  the client is gone (a deferred request is still closed)
+ *   -ENOMEM      no memory to queue the reply (the client is dropped)
+ *   -EMSGSIZE    len beyond the client's max_msg
+ */
+int zl_reply(zl_req *req, const void *buf, size_t len);
+
+/* Answer with an error instead (err < 0): the client's call returns err. */
+int zl_reply_error(zl_req *req, int err);
+
+/*
+ * Zero-copy reply: room for len bytes in the client's reply ring (shm:
+ * the client's memory). -EAGAIN if it does not fit now (use zl_reply),
+ * -EMSGSIZE if it never fits in one piece, -EINVAL, -ECONNRESET.
+ * zl_reply_commit(req, n) sends the first n <= len bytes.
+ */
+int zl_reply_reserve(zl_req *req, size_t len, void **ptr);
+int zl_reply_commit(zl_req *req, size_t len);
+
+/* ---- client ---- */
+
+/*
+ * Connect to a zl_server at url. opts as zl_connect (ring_size sizes the
+ * reply ring). Returns 0 and *out, or as zl_connect, or
+ *   -EPROTO   the peer is not a zl_server or speaks another version
+ *   -EUSERS   the server has max_clients clients
+ */
+int zl_client_connect(const char *url, const struct zl_opts *opts,
+		      int64_t timeout_us, zl_client **out);
+
+/* Disconnect. Calls in flight are abandoned. NULL: no-op. */
+void zl_client_close(zl_client *cli);
+
+/* Requests this client may have in flight (the server's K). */
+int zl_client_slots(const zl_client *cli);
+
+/*
+ * Call: send a request of the given type (1..255) and wait for its reply.
+ * *rep points at the reply (zero copy where possible) until the next call
+ * on this client. Returns 0, or the handler's error (-EOPNOTSUPP: no
+ * handler), or
+ *   -ETIMEDOUT   no reply in time (the request stays in flight; its
+ *                reply is discarded when it comes)
+ *   -EMSGSIZE    len > the server's max_req
+ *   -EBUSY       K requests are already in flight (zl_call_send)
+ *   -ECONNRESET  the server went away or dropped this client
+ *   -EINVAL      bad type or NULL argument
+ */
+int zl_call(zl_client *cli, int type, const void *req, size_t len,
+	    const void **rep, size_t *replen, int64_t timeout_us);
+
+/*
+ * Pipelined calls: zl_call_send starts a request and returns its tag
+ * (>= 0), waiting up to timeout_us for a free slot (-EAGAIN with timeout
+ * 0, -ETIMEDOUT); zl_call_recv waits for any reply and returns its tag in
+ * *tag, with the same results as zl_call (*tag is -1 when the error is not
+ * a reply: -ETIMEDOUT, -EAGAIN, -ECONNRESET). *rep is valid until the next
+ * zl_call_recv or zl_call on this client.
+ */
+int zl_call_send(zl_client *cli, int type, const void *req, size_t len,
+		 int64_t timeout_us);
+int zl_call_recv(zl_client *cli, int *tag, const void **rep, size_t *replen,
+		 int64_t timeout_us);
+
 #ifdef __cplusplus
 }
 #endif

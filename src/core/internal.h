@@ -67,6 +67,10 @@ extern const struct zl_transport zl_transport_tcp;
 extern const struct zl_transport zl_transport_unix;
 extern const struct zl_transport zl_transport_rdma; /* a stub without verbs */
 
+/* The rendezvous socket of a shm:// channel (for the shm server's own
+ * setup message, sent right after the handshake), or -EINVAL. */
+int zl_shm_sock(const zl_channel *ch);
+
 /* Merge URL query parameters into a copy of the caller's options.
  * -EINVAL on an unknown key or a bad value. */
 int zl_opts_apply_url(struct zl_opts *o, const struct zl_url *u);

@@ -9,7 +9,9 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "clock.h"
@@ -192,4 +194,108 @@ int zl_sock_name(int fd, char *buf, size_t cap)
 		n = snprintf(buf, cap, "%s:%d", host, port);
 	}
 	return n < 0 || (size_t)n >= cap ? -ENOSPC : 0;
+}
+
+/* ---- fd passing and memfds --------------------------------------------- */
+
+#define ZL_MAX_FDS 8
+
+int zl_send_fds(int sock, const void *buf, size_t len, const int *fds, int nfds)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(int) * ZL_MAX_FDS)];
+		struct cmsghdr align;
+	} u;
+	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
+	if (nfds < 0 || nfds > ZL_MAX_FDS)
+		return -EINVAL;
+	if (nfds) {
+		memset(&u, 0, sizeof(u));
+		m.msg_control = u.buf;
+		m.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)nfds);
+		struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)nfds);
+		memcpy(CMSG_DATA(c), fds, sizeof(int) * (size_t)nfds);
+	}
+	return sendmsg(sock, &m, MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t)len ? 0 : -EPROTO;
+}
+
+int zl_recv_fds(int sock, void *buf, size_t cap, size_t *got, int *fds, int maxfds,
+		int *nfds, int64_t deadline)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(int) * ZL_MAX_FDS)];
+		struct cmsghdr align;
+	} u;
+	*nfds = 0;
+	struct pollfd p = { .fd = sock, .events = POLLIN };
+	int n = poll(&p, 1, zl_poll_ms(deadline));
+	if (n <= 0)
+		return n == 0 ? -ETIMEDOUT : -errno;
+	struct iovec iov = { .iov_base = buf, .iov_len = cap };
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+			    .msg_controllen = sizeof(u.buf) };
+	ssize_t r = recvmsg(sock, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+	if (r < 0)
+		return -errno;
+	int nf = 0;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (size_t i = 0; i < k; i++) {
+			int fd;
+			memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+			if (nf < maxfds)
+				fds[nf++] = fd;
+			else
+				close(fd);
+		}
+	}
+	*got = (size_t)r;
+	*nfds = nf;
+	int e = r == 0 ? -ECONNRESET : (m.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) ? -EPROTO : 0;
+	if (e) {
+		for (int i = 0; i < nf; i++)
+			close(fds[i]);
+		*nfds = 0;
+	}
+	return e;
+}
+
+int zl_is_eventfd(int fd)
+{
+	char path[64], target[64];
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	ssize_t n = readlink(path, target, sizeof(target) - 1);
+	if (n < 0)
+		return 0;
+	target[n] = 0;
+	return !strcmp(target, "anon_inode:[eventfd]");
+}
+
+int zl_memfd_sealed(const char *name, size_t size)
+{
+	int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd < 0)
+		return -errno;
+	if (ftruncate(fd, (off_t)size) ||
+	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)) {
+		int e = -errno;
+		close(fd);
+		return e;
+	}
+	return fd;
+}
+
+int zl_memfd_check(int fd, size_t size)
+{
+	struct stat st;
+	int seals = fcntl(fd, F_GET_SEALS);
+	if (fstat(fd, &st) || (size_t)st.st_size != size || seals < 0 || !(seals & F_SEAL_SHRINK))
+		return -EPROTO;
+	return 0;
 }

@@ -20,4 +20,23 @@ int zl_read_full(int fd, void *buf, size_t len, int64_t deadline);
 /* "tcp-style" URL of a bound socket: HOST:PORT into buf. 0 or -ENOSPC. */
 int zl_sock_name(int fd, char *buf, size_t cap);
 
+/* ---- Unix-socket fd passing and memfds (shm:// and the shm server) ---- */
+
+/* Send one SOCK_SEQPACKET message with nfds (0..8) fds over SCM_RIGHTS,
+ * without blocking. 0, or -EPROTO if it did not go out whole. */
+int zl_send_fds(int sock, const void *buf, size_t len, const int *fds, int nfds);
+/* Receive one message before the deadline into buf; *got gets its size.
+ * Up to maxfds (<= 8) fds land in fds[] (*nfds of them, O_CLOEXEC); any
+ * extra are closed. 0, -ETIMEDOUT, -ECONNRESET (EOF), -EPROTO (message or
+ * fds truncated), or -errno. On error no fd is left open. */
+int zl_recv_fds(int sock, void *buf, size_t cap, size_t *got, int *fds, int maxfds,
+		int *nfds, int64_t deadline);
+/* 1 if fd is an eventfd (so that writing it can never block). */
+int zl_is_eventfd(int fd);
+/* A memfd of size bytes sealed against shrinking and growing. fd or -errno. */
+int zl_memfd_sealed(const char *name, size_t size);
+/* 0 if fd is a memfd of exactly size bytes that can no longer shrink (so
+ * mapping it can never fault), else -EPROTO. */
+int zl_memfd_check(int fd, size_t size);
+
 #endif

@@ -50,17 +50,9 @@ void tl_make_url(const char *scheme, const char *params, char *buf, size_t cap)
 	CHECK(k > 0 && (size_t)k < cap);
 }
 
-zl_listener *tl_listen(const char *scheme, const char *params, char *conn_url, size_t cap)
+void tl_conn_url(const char *scheme, const char *params, const char *lurl, char *conn_url,
+		 size_t cap)
 {
-	char url[600];
-	tl_make_url(scheme, params, url, sizeof(url));
-	zl_listener *l = NULL;
-	int rc = zl_listen(url, NULL, &l);
-	if (rc == -EPROTONOSUPPORT)
-		SKIP("transport %s is not built in (zl_listen: %s)", scheme, zl_strerror(rc));
-	CHECKF(rc == 0, "zl_listen(%s) = %d (%s)", url, rc, zl_strerror(rc));
-	char lurl[600];
-	CHECK_OK(zl_listener_url(l, lurl, sizeof(lurl)));
 	/* the listener's URL may leave out our parameters: add them, and
 	 * ZL_TEST_CONNECT_<scheme> (e.g. "dev=rxe1&order=split" for rdma) */
 	char env[64], all[600] = "";
@@ -72,6 +64,20 @@ zl_listener *tl_listen(const char *scheme, const char *params, char *conn_url, s
 		CHECK(snprintf(conn_url, cap, "%s?%s", lurl, all) < (int)cap);
 	else
 		CHECK(snprintf(conn_url, cap, "%s", lurl) < (int)cap);
+}
+
+zl_listener *tl_listen(const char *scheme, const char *params, char *conn_url, size_t cap)
+{
+	char url[600];
+	tl_make_url(scheme, params, url, sizeof(url));
+	zl_listener *l = NULL;
+	int rc = zl_listen(url, NULL, &l);
+	if (rc == -EPROTONOSUPPORT)
+		SKIP("transport %s is not built in (zl_listen: %s)", scheme, zl_strerror(rc));
+	CHECKF(rc == 0, "zl_listen(%s) = %d (%s)", url, rc, zl_strerror(rc));
+	char lurl[600];
+	CHECK_OK(zl_listener_url(l, lurl, sizeof(lurl)));
+	tl_conn_url(scheme, params, lurl, conn_url, cap);
 	return l;
 }
 

@@ -26,6 +26,11 @@ void tl_make_url(const char *scheme, const char *params, char *buf, size_t cap);
  * (zl_listener_url, plus params). Exits 77 on -EPROTONOSUPPORT. */
 zl_listener *tl_listen(const char *scheme, const char *params, char *conn_url, size_t cap);
 
+/* The URL to connect to, from a listener's URL lurl: params and
+ * ZL_TEST_CONNECT_<scheme> appended. */
+void tl_conn_url(const char *scheme, const char *params, const char *lurl, char *conn_url,
+		 size_t cap);
+
 zl_channel *tl_accept(zl_listener *l, int64_t timeout_us);
 zl_channel *tl_connect(const char *url, int64_t timeout_us);
 

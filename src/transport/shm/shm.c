@@ -31,6 +31,7 @@
 #include "clock.h"
 #include "ringchan.h"
 #include "shm_wire.h"
+#include "sockutil.h"
 
 
 struct shm_side {
@@ -188,12 +189,9 @@ static struct shm_chan *chan_new(int sock)
 static int side_create(struct shm_side *s, uint32_t ring_size)
 {
 	s->map_len = CTL_SIZE + (size_t)ring_size;
-	s->fd[FD_MEM] = memfd_create("zipline-shm", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	s->fd[FD_MEM] = zl_memfd_sealed("zipline-shm", s->map_len);
 	if (s->fd[FD_MEM] < 0)
-		return -errno;
-	if (ftruncate(s->fd[FD_MEM], (off_t)s->map_len) ||
-	    fcntl(s->fd[FD_MEM], F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL))
-		return -errno;
+		return s->fd[FD_MEM];
 	s->map = mmap(NULL, s->map_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE,
 		      s->fd[FD_MEM], 0);
 	if (s->map == MAP_FAILED) {
@@ -207,31 +205,17 @@ static int side_create(struct shm_side *s, uint32_t ring_size)
 	return 0;
 }
 
-static bool is_eventfd(int fd)
-{
-	char path[64], target[64];
-	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-	ssize_t n = readlink(path, target, sizeof(target) - 1);
-	if (n < 0)
-		return false;
-	target[n] = 0;
-	return !strcmp(target, "anon_inode:[eventfd]");
-}
-
 /* Check and map what the peer sent. */
 static int side_adopt(struct shm_side *s, const struct shm_hello *h)
 {
-	struct stat st;
 	s->map_len = CTL_SIZE + (size_t)h->ring_size;
-	int seals = fcntl(s->fd[FD_MEM], F_GET_SEALS);
-	if (fstat(s->fd[FD_MEM], &st) || (size_t)st.st_size != s->map_len || seals < 0 ||
-	    !(seals & F_SEAL_SHRINK)) {
+	if (zl_memfd_check(s->fd[FD_MEM], s->map_len)) {
 		ZL_LOG(ZL_LOG_ERROR, "shm: peer's ring memory is not a sealed memfd of %zu bytes",
 		       s->map_len);
 		return -EPROTO;
 	}
 	for (int i = FD_RX; i <= FD_TX; i++)
-		if (!is_eventfd(s->fd[i]) || fcntl(s->fd[i], F_SETFL, O_NONBLOCK)) {
+		if (!zl_is_eventfd(s->fd[i]) || fcntl(s->fd[i], F_SETFL, O_NONBLOCK)) {
 			ZL_LOG(ZL_LOG_ERROR, "shm: peer's wake fd is not an eventfd");
 			return -EPROTO;
 		}
@@ -248,59 +232,21 @@ static int side_adopt(struct shm_side *s, const struct shm_hello *h)
 
 static int send_hello(int sock, const struct shm_hello *h, const int *fds, int nfds)
 {
-	union {
-		char buf[CMSG_SPACE(sizeof(int) * NFDS)];
-		struct cmsghdr align;
-	} u;
-	struct iovec iov = { .iov_base = (void *)h, .iov_len = sizeof(*h) };
-	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
-	if (nfds) {
-		memset(&u, 0, sizeof(u));
-		m.msg_control = u.buf;
-		m.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)nfds);
-		struct cmsghdr *c = CMSG_FIRSTHDR(&m);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)nfds);
-		memcpy(CMSG_DATA(c), fds, sizeof(int) * (size_t)nfds);
-	}
-	return sendmsg(sock, &m, MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t)sizeof(*h) ? 0 : -EPROTO;
+	return zl_send_fds(sock, h, sizeof(*h), fds, nfds);
 }
 
 /* Receive a hello and exactly NFDS fds (or none, for a refusal). */
 static int recv_hello(int sock, struct shm_hello *h, int *fds, int64_t deadline)
 {
-	union {
-		char buf[CMSG_SPACE(sizeof(int) * (NFDS + 1))];
-		struct cmsghdr align;
-	} u;
-	struct pollfd p = { .fd = sock, .events = POLLIN };
-	int n = poll(&p, 1, zl_poll_ms(deadline));
-	if (n <= 0)
-		return n == 0 ? -ETIMEDOUT : -errno;
-	struct iovec iov = { .iov_base = h, .iov_len = sizeof(*h) };
-	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-			    .msg_controllen = sizeof(u.buf) };
-	ssize_t got = recvmsg(sock, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+	size_t got = 0;
 	int nf = 0;
-	for (struct cmsghdr *c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c)) {
-		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
-			continue;
-		int k = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-		int tmp[NFDS + 1];
-		memcpy(tmp, CMSG_DATA(c), sizeof(int) * (size_t)(k > NFDS + 1 ? NFDS + 1 : k));
-		for (int i = 0; i < k && i < NFDS + 1; i++) {
-			if (nf < NFDS)
-				fds[nf++] = tmp[i];
-			else
-				close(tmp[i]);
-		}
-	}
-	if (got == 0)
-		return -ECONNRESET;
-	if (got != (ssize_t)sizeof(*h) || (m.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) ||
-	    h->magic != SHM_MAGIC || h->hello_size != sizeof(*h)) {
-		ZL_LOG(ZL_LOG_ERROR, "shm: malformed handshake (%zd bytes)", got);
+	int r = zl_recv_fds(sock, h, sizeof(*h), &got, fds, NFDS, &nf, deadline);
+	if (r == -EPROTO)
+		ZL_LOG(ZL_LOG_ERROR, "shm: truncated handshake");
+	if (r)
+		return r;
+	if (got != sizeof(*h) || h->magic != SHM_MAGIC || h->hello_size != sizeof(*h)) {
+		ZL_LOG(ZL_LOG_ERROR, "shm: malformed handshake (%zu bytes)", got);
 		return -EPROTO;
 	}
 	if (h->version != ZL_PROTO_VERSION) {
@@ -529,3 +475,11 @@ const struct zl_transport zl_transport_shm = {
 	.listen = shm_listen,
 	.connect = shm_connect,
 };
+
+int zl_shm_sock(const zl_channel *ch)
+{
+	if (!ch || ch->ops != &zl_ringchan_ops ||
+	    ((const struct zl_ringchan *)ch)->link != &shm_link)
+		return -EINVAL;
+	return ((const struct shm_chan *)ch)->sock;
+}

@@ -1,0 +1,365 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * zl_client: calls to a zl_server (wire formats in wire.h).
+ *
+ * A call takes a free slot, writes the request (on shm straight into the
+ * slot in our page; elsewhere as one channel message), and the reply comes
+ * back on the channel carrying the slot and its sequence number. A reply
+ * is read in place (zl_recv_peek) and released by the next call.
+ */
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "ringchan.h"
+#include "server.h"
+#include "sockutil.h"
+
+enum { SLOT_FREE, SLOT_BUSY, SLOT_ABANDONED };
+
+struct zl_client {
+	zl_channel *ch;
+	bool mbox, asym, peeked;
+	int err;                 /* sticky: the connection is unusable */
+	uint32_t slots, slot_size;
+	uint64_t max_req;
+	uint64_t busy;           /* bit k: slot k in flight */
+	uint8_t *page;
+	size_t page_len;
+	uint8_t *flags_map;
+	size_t flags_len;
+	_Atomic uint8_t *flags;  /* our K flags */
+	int doorbell;
+	uint32_t seq[SRV_MAX_SLOTS];
+	uint8_t state[SRV_MAX_SLOTS];
+	uint8_t *buf;            /* fragmented replies, requests not sent in place */
+	size_t buf_cap;
+};
+
+static int mbox_attach(struct zl_client *c, const struct srv_welcome *w, int fds[3])
+{
+	c->flags_len = w->flags_len;
+	c->page_len = w->page_len;
+	if ((uint64_t)w->flag_base + w->slots > w->flags_len ||
+	    w->page_len < srv_page_len(w->slots, w->slot_size) ||
+	    zl_memfd_check(fds[0], c->flags_len) || zl_memfd_check(fds[1], c->page_len) ||
+	    !zl_is_eventfd(fds[2]) || fcntl(fds[2], F_SETFL, O_NONBLOCK))
+		return -EPROTO;
+	c->flags_map = mmap(NULL, c->flags_len, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
+	if (c->flags_map == MAP_FAILED) {
+		c->flags_map = NULL;
+		return -errno;
+	}
+	c->page = mmap(NULL, c->page_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE,
+		       fds[1], 0);
+	if (c->page == MAP_FAILED) {
+		c->page = NULL;
+		return -errno;
+	}
+	c->flags = (_Atomic uint8_t *)(c->flags_map + w->flag_base);
+	c->doorbell = fds[2];
+	fds[2] = -1;
+	c->asym = (w->flags & SRV_F_MEMBARRIER) && zl_membarrier_register();
+	return 0;
+}
+
+static int welcome(struct zl_client *c, int64_t deadline, int64_t timeout_us)
+{
+	struct srv_welcome w;
+	size_t n = 0;
+	int fds[3] = { -1, -1, -1 }, nf = 0;
+	int shm = zl_shm_sock(c->ch);
+	int r = shm >= 0 ? zl_recv_fds(shm, &w, sizeof(w), &n, fds, 3, &nf, deadline)
+			 : zl_recv(c->ch, &w, sizeof(w), &n, timeout_us);
+	if (r == -EMSGSIZE || (!r && (n != sizeof(w) || w.magic != SRV_MAGIC ||
+				      w.size != sizeof(w) || w.version != SRV_VERSION)))
+		r = -EPROTO;
+	if (!r && w.status)
+		r = w.status < 0 && w.status > -4096 ? w.status : -EPROTO;
+	if (!r && (w.slots < 1 || w.slots > SRV_MAX_SLOTS || w.slot_size < 64 ||
+		   w.slot_size % 64 || w.slot_size > 65536 || !w.max_req ||
+		   ((w.flags & SRV_F_MBOX) != 0) != (shm >= 0) || (shm >= 0 && nf != 3)))
+		r = -EPROTO;
+	if (!r) {
+		c->slots = w.slots;
+		c->slot_size = w.slot_size;
+		c->max_req = w.max_req;
+		c->mbox = shm >= 0;
+		if (c->mbox)
+			r = mbox_attach(c, &w, fds);
+	}
+	for (int i = 0; i < nf; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	if (r == -EPROTO)
+		ZL_LOG(ZL_LOG_ERROR, "client: the peer is not a compatible zl_server");
+	return r;
+}
+
+ZL_API int zl_client_connect(const char *url, const struct zl_opts *opts, int64_t timeout_us,
+			     zl_client **out)
+{
+	if (!out)
+		return -EINVAL;
+	int64_t deadline = zl_deadline(timeout_us);
+	struct zl_opts o;
+	zl_opts_init(&o);
+	o.ring_size = 256 * 1024; /* replies; ring= in the URL overrides */
+	struct zl_client *c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->doorbell = -1;
+	int r = zl_connect(url, opts ? opts : &o, timeout_us, &c->ch);
+	if (!r) {
+		struct srv_hello h = { .magic = SRV_MAGIC, .version = SRV_VERSION,
+				       .size = sizeof(h),
+				       .flags = zl_membarrier_register() ? SRV_F_MEMBARRIER : 0 };
+		r = zl_send(c->ch, &h, sizeof(h), timeout_us);
+	}
+	if (!r)
+		r = welcome(c, deadline, deadline == ZL_NEVER ? -1 : deadline - zl_now_us());
+	if (r) {
+		zl_client_close(c);
+		return r == -EAGAIN ? -ETIMEDOUT : r;
+	}
+	*out = c;
+	return 0;
+}
+
+ZL_API void zl_client_close(zl_client *c)
+{
+	if (!c)
+		return;
+	if (c->ch)
+		zl_close(c->ch);
+	if (c->page)
+		munmap(c->page, c->page_len);
+	if (c->flags_map)
+		munmap(c->flags_map, c->flags_len);
+	if (c->doorbell >= 0)
+		close(c->doorbell);
+	free(c->buf);
+	free(c);
+}
+
+ZL_API int zl_client_slots(const zl_client *c) { return c ? (int)c->slots : -EINVAL; }
+
+/* ---- sending ----------------------------------------------------------- */
+
+static void ring_doorbell(struct zl_client *c)
+{
+	struct srv_page_ctl *ctl = (struct srv_page_ctl *)c->page;
+	if (c->asym)
+		atomic_signal_fence(memory_order_seq_cst);
+	else
+		atomic_thread_fence(memory_order_seq_cst);
+	if (atomic_load_explicit(&ctl->srv_sleeping, memory_order_relaxed) &&
+	    atomic_exchange_explicit(&ctl->srv_sleeping, 0, memory_order_relaxed)) {
+		uint64_t one = 1;
+		ssize_t r = write(c->doorbell, &one, sizeof(one));
+		(void)r; /* a full eventfd is readable anyway */
+	}
+}
+
+/* Write the slot header (sequence number last) and raise the flag. */
+static void announce(struct zl_client *c, uint32_t k, uint8_t type, uint8_t fl, size_t len)
+{
+	struct srv_hdr *h = (struct srv_hdr *)(c->page + SRV_CTL_SIZE + (size_t)k * c->slot_size);
+	h->type = type;
+	h->flags = fl;
+	h->slot = (uint16_t)k;
+	h->len = (uint32_t)len;
+	atomic_store_explicit(&h->seq, c->seq[k], memory_order_release);
+	atomic_store_explicit(&c->flags[k], type, memory_order_release);
+	ring_doorbell(c);
+}
+
+/* A request as one channel message: header and body. */
+static int send_msg(struct zl_client *c, uint32_t k, uint8_t type, const void *req, size_t len,
+		    int64_t timeout_us)
+{
+	struct srv_hdr h = { .type = type, .slot = (uint16_t)k, .len = (uint32_t)len };
+	atomic_init(&h.seq, c->seq[k]);
+	size_t n = sizeof(h) + len;
+	uint8_t *p;
+	int r = zl_send_reserve(c->ch, n, (void **)&p);
+	if (!r) {
+		memcpy(p, &h, sizeof(h));
+		if (len)
+			memcpy(p + sizeof(h), req, len);
+		return zl_send_commit(c->ch, n);
+	}
+	if (r != -EAGAIN && r != -EMSGSIZE)
+		return r;
+	if (srv_grow(&c->buf, &c->buf_cap, n))
+		return -ENOMEM;
+	memcpy(c->buf, &h, sizeof(h));
+	if (len)
+		memcpy(c->buf + sizeof(h), req, len);
+	return zl_send(c->ch, c->buf, n, timeout_us);
+}
+
+static void release_reply(struct zl_client *c)
+{
+	if (c->peeked) {
+		zl_recv_release(c->ch);
+		c->peeked = false;
+	}
+}
+
+ZL_API int zl_call_send(zl_client *c, int type, const void *req, size_t len,
+			int64_t timeout_us)
+{
+	if (!c || type < 1 || type > 255 || (!req && len))
+		return -EINVAL;
+	if (c->err)
+		return c->err;
+	if (len > c->max_req)
+		return -EMSGSIZE;
+	uint64_t all = c->slots == 64 ? ~0ull : (1ull << c->slots) - 1;
+	if ((c->busy & all) == all)
+		return -EBUSY;
+	uint32_t k = (uint32_t)__builtin_ctzll(~c->busy);
+	c->seq[k]++;
+	int r = 0;
+	if (c->mbox && len <= c->slot_size - sizeof(struct srv_hdr)) {
+		uint8_t *slot = c->page + SRV_CTL_SIZE + (size_t)k * c->slot_size;
+		if (len)
+			memcpy(slot + sizeof(struct srv_hdr), req, len);
+		announce(c, k, (uint8_t)type, 0, len);
+	} else {
+		r = send_msg(c, k, (uint8_t)type, req, len, timeout_us);
+		if (!r && c->mbox)
+			announce(c, k, (uint8_t)type, SRV_F_CHAN, len); /* a doorbell only */
+	}
+	if (r) {
+		c->seq[k]--; /* nothing went out */
+		if (r != -ETIMEDOUT && r != -EAGAIN && r != -ENOMEM)
+			c->err = r == -EPIPE ? -ECONNRESET : r;
+		return r;
+	}
+	c->busy |= 1ull << k;
+	c->state[k] = SLOT_BUSY;
+	return (int)k;
+}
+
+/* ---- receiving --------------------------------------------------------- */
+
+/* Time left until deadline as a timeout argument (0 if past). */
+static int64_t left_us(int64_t deadline)
+{
+	if (deadline == ZL_NEVER)
+		return -1;
+	int64_t left = deadline - zl_now_us();
+	return left > 0 ? left : 0;
+}
+
+/* Remember a failure that leaves the connection unusable. */
+static int fail(struct zl_client *c, int r)
+{
+	if (r == -EPROTO)
+		ZL_LOG(ZL_LOG_ERROR, "client: malformed reply from the server");
+	if (r != -ETIMEDOUT && r != -EAGAIN && r != -ENOMEM)
+		c->err = r == -EPIPE ? -ECONNRESET : r;
+	return r;
+}
+
+/* The next reply, whichever slot it answers; frees that slot. 0 with *k,
+ * *status, *rep, *len; or -ETIMEDOUT, -EAGAIN, -ECONNRESET, -EPROTO. */
+static int next_reply(struct zl_client *c, int64_t deadline, bool poll, uint32_t *k,
+		      int *status, const void **rep, size_t *len)
+{
+	const uint8_t *p;
+	size_t n;
+	release_reply(c);
+	int r = zl_recv_peek(c->ch, (const void **)&p, &n, poll ? 0 : left_us(deadline));
+	if (!r) {
+		c->peeked = true;
+	} else if (r == -EMSGSIZE) { /* fragmented: gather it in our buffer */
+		r = srv_grow(&c->buf, &c->buf_cap, n);
+		if (!r)
+			r = zl_recv(c->ch, c->buf, c->buf_cap, &n, poll ? 0 : left_us(deadline));
+		p = c->buf;
+	}
+	if (r)
+		return fail(c, r == -EAGAIN && !poll ? -ETIMEDOUT : r);
+	struct srv_rep h;
+	if (n < sizeof(h))
+		return fail(c, -EPROTO);
+	memcpy(&h, p, sizeof(h));
+	if (h.slot >= c->slots || c->state[h.slot] == SLOT_FREE || h.seq != c->seq[h.slot] ||
+	    h.status > 0 || h.status <= -4096)
+		return fail(c, -EPROTO);
+	*k = h.slot;
+	*status = h.status;
+	*rep = p + sizeof(h);
+	*len = n - sizeof(h);
+	c->busy &= ~(1ull << h.slot);
+	return 0;
+}
+
+/* Wait for a reply to a live call; replies to abandoned calls are dropped. */
+static int recv_live(struct zl_client *c, int64_t deadline, bool poll, int *tag,
+		     const void **rep, size_t *len)
+{
+	*tag = -1;
+	if (c->err)
+		return c->err;
+	for (;;) {
+		uint32_t k;
+		int status;
+		int r = next_reply(c, deadline, poll, &k, &status, rep, len);
+		if (r)
+			return r;
+		bool abandoned = c->state[k] == SLOT_ABANDONED;
+		c->state[k] = SLOT_FREE;
+		if (!abandoned) {
+			*tag = (int)k;
+			return status;
+		}
+	}
+}
+
+ZL_API int zl_call_recv(zl_client *c, int *tag, const void **rep, size_t *replen,
+			int64_t timeout_us)
+{
+	int t;
+	if (!c || !rep || !replen)
+		return -EINVAL;
+	int r = recv_live(c, zl_deadline(timeout_us), timeout_us == 0, &t, rep, replen);
+	if (tag)
+		*tag = t;
+	return r;
+}
+
+ZL_API int zl_call(zl_client *c, int type, const void *req, size_t len, const void **rep,
+		   size_t *replen, int64_t timeout_us)
+{
+	if (!c || !rep || !replen)
+		return -EINVAL;
+	for (uint32_t k = 0; k < c->slots; k++)
+		if (c->state[k] == SLOT_BUSY)
+			return -EBUSY; /* pipelined calls are open */
+	int64_t deadline = zl_deadline(timeout_us);
+	bool poll = timeout_us == 0;
+	int tag;
+	while ((tag = zl_call_send(c, type, req, len, left_us(deadline))) == -EBUSY) {
+		/* every slot belongs to an abandoned call: take one back */
+		uint32_t k;
+		int status;
+		int r = next_reply(c, deadline, poll, &k, &status, rep, replen);
+		if (r)
+			return r;
+		c->state[k] = SLOT_FREE;
+	}
+	if (tag < 0)
+		return tag;
+	int t;
+	int r = recv_live(c, deadline, poll, &t, rep, replen);
+	if (t < 0 && (r == -ETIMEDOUT || r == -EAGAIN))
+		c->state[tag] = SLOT_ABANDONED;
+	return r;
+}

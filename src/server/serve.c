@@ -1,0 +1,452 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The serving loop of zl_server.
+ *
+ * One round: scan the shm mailbox flags from a rotating start and serve
+ * what is set; poll the rings of rdma clients; push out queued replies;
+ * every so often (every round when tcp/unix clients exist) look at epoll
+ * without waiting, for new clients, channel messages and disconnects; and
+ * every sweep_us re-read the slot headers of shm clients.
+ *
+ * Trust (shm): the flag array is shared by all shm clients (memory is
+ * protected per page, and the array must be contiguous), so a rogue client
+ * can set or clear anyone's flag. A flag therefore only says where to look:
+ * the request is taken from the slot header in the owner's private page,
+ * and only if its sequence number is the one expected for that slot. A
+ * forged flag costs one check (counted as spurious); a cleared flag delays
+ * the request until the sweep, or the owner's doorbell, finds it (counted as
+ * recovered). No client can forge or corrupt another client's request.
+ *
+ * Sleeping (eventcount, as ringchan.c): the server sets srv_sleeping in
+ * every shm client's page, fences, looks once more, and sleeps in epoll.
+ * A client stores its flag, fences, and rings its doorbell if srv_sleeping
+ * was set. With membarrier(2) registered on both sides the client's fence
+ * is a compiler barrier and the server's is a global membarrier.
+ */
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "ringchan.h"
+#include "server.h"
+
+#define EPOLL_EVERY 64  /* rounds between nonblocking epoll looks (shm only) */
+#define MAX_EVENTS 64
+
+static struct srv_hdr *slot_hdr(struct srv_client *cl, uint32_t k)
+{
+	return (struct srv_hdr *)(cl->page + SRV_CTL_SIZE + (size_t)k * cl->srv->o.slot_size);
+}
+
+static struct srv_page_ctl *page_ctl(struct srv_client *cl)
+{
+	return (struct srv_page_ctl *)cl->page;
+}
+
+static void ep_del(struct zl_server *s, int fd)
+{
+	if (fd >= 0)
+		epoll_ctl(s->ep, EPOLL_CTL_DEL, fd, NULL);
+}
+
+static int chan_drain(struct srv_client *cl);
+
+void srv_attach(struct zl_server *s, struct srv_client *cl)
+{
+	struct epoll_event e = { .events = EPOLLIN };
+	cl->t_chan = (struct ep_tag){ EP_CHAN, cl };
+	cl->t_bell = (struct ep_tag){ EP_DOORBELL, cl };
+	int fd = zl_channel_fd(cl->ch);
+	e.data.ptr = &cl->t_chan;
+	int r = fd < 0 ? fd : epoll_ctl(s->ep, EPOLL_CTL_ADD, fd, &e) ? -errno : 0;
+	if (!r && cl->kind == CL_MBOX) {
+		e.data.ptr = &cl->t_bell;
+		r = epoll_ctl(s->ep, EPOLL_CTL_ADD, cl->doorbell, &e) ? -errno : 0;
+	}
+	cl->next = s->clients;
+	cl->prev = NULL;
+	if (s->clients)
+		s->clients->prev = cl;
+	s->clients = cl;
+	CNT_ADD(s, clients, 1);
+	if (cl->kind == CL_MBOX) {
+		s->mbox[cl->idx] = cl;
+		if (cl->idx + 1 > s->mbox_hi)
+			s->mbox_hi = cl->idx + 1;
+		s->nmbox_fence += !cl->asym;
+	} else if (cl->kind == CL_STREAM) {
+		s->nstream++;
+	} else {
+		s->nring++;
+	}
+	if (r)
+		srv_drop(cl, "cannot watch the client", r);
+	else
+		chan_drain(cl); /* a receive that finds nothing arms the fd */
+}
+
+void srv_free_client(struct srv_client *cl)
+{
+	for (struct backlog *b = cl->bl_head, *n; b; b = n) {
+		n = b->next;
+		free(b);
+	}
+	for (uint32_t k = 0; k < cl->srv->o.slots; k++)
+		free(cl->req[k].copy);
+	if (cl->page)
+		munmap(cl->page, cl->page_len);
+	if (cl->doorbell >= 0)
+		close(cl->doorbell);
+	if (cl->ch)
+		zl_close(cl->ch);
+	free(cl);
+}
+
+/* Disconnect a client. Its memory lives on while requests are deferred
+ * (their zl_reply then returns -ECONNRESET). */
+void srv_drop(struct srv_client *cl, const char *why, int err)
+{
+	struct zl_server *s = cl->srv;
+	if (cl->dead)
+		return;
+	if (why) {
+		ZL_LOG(ZL_LOG_WARN, "server: dropping client %llu: %s (%s)",
+		       (unsigned long long)cl->id, why, zl_strerror(err));
+		if (err != -ECONNRESET)
+			CNT_ADD(s, clients_dropped, 1);
+	}
+	cl->dead = true;
+	ep_del(s, zl_channel_fd(cl->ch));
+	ep_del(s, cl->doorbell);
+	if (cl->next)
+		cl->next->prev = cl->prev;
+	if (cl->prev)
+		cl->prev->next = cl->next;
+	else
+		s->clients = cl->next;
+	if (cl->listed_pending) { /* unlink from the pending list */
+		struct srv_client **pp = &s->pending;
+		while (*pp != cl)
+			pp = &(*pp)->pnext;
+		*pp = cl->pnext;
+		cl->listed_pending = false;
+	}
+	CNT_ADD(s, clients, -1);
+	s->nmore -= cl->more;
+	if (cl->kind == CL_MBOX) {
+		memset(s->flags + (size_t)cl->idx * s->o.slots, 0, s->o.slots);
+		s->mbox[cl->idx] = NULL;
+		while (s->mbox_hi && !s->mbox[s->mbox_hi - 1])
+			s->mbox_hi--;
+		s->nmbox_fence -= !cl->asym;
+	} else if (cl->kind == CL_STREAM) {
+		s->nstream--;
+	} else {
+		s->nring--;
+	}
+	srv_release(s, cl);
+	zl_close(cl->ch);
+	cl->ch = NULL;
+	/* freed by srv_bury: events of this epoll batch may still name it */
+	cl->next = s->graves;
+	s->graves = cl;
+}
+
+void srv_bury(struct zl_server *s)
+{
+	struct srv_client **pp = &s->graves;
+	while (*pp) {
+		struct srv_client *cl = *pp;
+		if (cl->deferred) {
+			pp = &cl->next;
+			continue;
+		}
+		*pp = cl->next;
+		srv_free_client(cl);
+	}
+}
+
+/* ---- requests from the mailbox ----------------------------------------- */
+
+/* Take slot k's request if its header holds the expected sequence number.
+ * Returns how many requests were served; *valid tells whether the slot
+ * really announced something (else the flag was stale or forged). */
+static int take_slot(struct srv_client *cl, uint32_t k, bool *valid)
+{
+	struct zl_server *s = cl->srv;
+	struct zl_req *rq = &cl->req[k];
+	struct srv_hdr *h = slot_hdr(cl, k);
+	uint32_t seq = atomic_load_explicit(&h->seq, memory_order_acquire);
+	/* Only the owner writes its page: from here on a bad field is its
+	 * own protocol violation. Read each field once. */
+	uint8_t fl = *(volatile uint8_t *)&h->flags;
+	if (fl & SRV_F_CHAN) { /* a doorbell: the request is a channel message */
+		*valid = seq == rq->seq || seq + 1 == rq->seq; /* maybe taken already */
+		return *valid && rq->state == REQ_IDLE && seq == rq->seq ? chan_drain(cl) : 0;
+	}
+	*valid = rq->state == REQ_IDLE && seq == rq->seq;
+	if (!*valid)
+		return 0;
+	uint8_t type = *(volatile uint8_t *)&h->type;
+	uint32_t len = *(volatile uint32_t *)&h->len;
+	uint16_t slot = *(volatile uint16_t *)&h->slot;
+	if (type == 0 || slot != k || len > s->o.slot_size - sizeof(struct srv_hdr)) {
+		srv_drop(cl, "malformed request in its slot", -EPROTO);
+		return 0;
+	}
+	rq->type = type;
+	rq->data = (const uint8_t *)(h + 1);
+	rq->len = len;
+	srv_dispatch(s, rq);
+	return 1;
+}
+
+static int scan_mbox(struct zl_server *s)
+{
+	uint32_t found[64];
+	size_t n = s->mbox_hi * (size_t)s->o.slots;
+	if (!n)
+		return 0;
+	size_t m = zl_scan(s->scan_impl, s->flags, n, s->scan_start, found, 64);
+	if (!m)
+		return 0;
+	atomic_thread_fence(memory_order_acquire);
+	int served = 0;
+	for (size_t i = 0; i < m; i++) {
+		uint32_t f = found[i];
+		struct srv_client *cl = s->mbox[f / s->o.slots];
+		*(volatile uint8_t *)&s->flags[f] = 0;
+		bool valid = false;
+		if (cl && !cl->dead)
+			served += take_slot(cl, f % s->o.slots, &valid);
+		if (!valid)
+			CNT_ADD(s, spurious, 1);
+	}
+	s->scan_start = found[m - 1] + 1;
+	return served;
+}
+
+/* Re-read the header of every idle slot whose flag is clear: requests
+ * whose flag a rogue cleared. */
+static int sweep(struct zl_server *s)
+{
+	int served = 0;
+	for (struct srv_client *cl = s->clients, *next; cl; cl = next) {
+		next = cl->next;
+		if (cl->kind != CL_MBOX)
+			continue;
+		const uint8_t *f = s->flags + (size_t)cl->idx * s->o.slots;
+		for (uint32_t k = 0; k < s->o.slots && !cl->dead; k++) {
+			if (*(const volatile uint8_t *)&f[k])
+				continue; /* the scan takes it */
+			bool valid;
+			int got = take_slot(cl, k, &valid);
+			served += got;
+			CNT_ADD(s, recovered, (uint64_t)got);
+		}
+	}
+	return served;
+}
+
+/* ---- requests as channel messages -------------------------------------- */
+
+static int chan_request(struct srv_client *cl, const uint8_t *p, size_t n)
+{
+	struct zl_server *s = cl->srv;
+	struct srv_hdr h;
+	if (n < sizeof(h)) {
+		srv_drop(cl, "short request", -EPROTO);
+		return 0;
+	}
+	memcpy(&h, p, sizeof(h));
+	struct zl_req *rq = h.slot < s->o.slots ? &cl->req[h.slot] : NULL;
+	if (!rq || h.type == 0 || h.len != n - sizeof(h) || h.len > s->o.max_req ||
+	    rq->state != REQ_IDLE || h.seq != rq->seq) {
+		srv_drop(cl, "malformed request message", -EPROTO);
+		return 0;
+	}
+	rq->type = h.type;
+	rq->data = p + sizeof(h);
+	rq->len = h.len;
+	srv_dispatch(s, rq);
+	/* the bytes go with the peek's release, or the next big request */
+	if (rq->state == REQ_DEFERRED) {
+		rq->copy = malloc(rq->len ? rq->len : 1);
+		if (!rq->copy) {
+			zl_reply_error(rq, -ENOMEM);
+			return 1;
+		}
+		memcpy(rq->copy, rq->data, rq->len);
+		rq->data = rq->copy;
+	}
+	return 1;
+}
+
+/* Serve the messages waiting on a client's channel, at most K per call so
+ * that one client cannot hold the thread. If it stops at K, more may wait
+ * in the channel's buffer, where epoll cannot see them: the client is
+ * marked to be drained again next round. */
+static int chan_drain(struct srv_client *cl)
+{
+	struct zl_server *s = cl->srv;
+	int served = 0;
+	bool more = true;
+	for (uint32_t i = 0; i < s->o.slots && !cl->dead; i++) {
+		const void *p;
+		size_t n;
+		bool peeked = true;
+		int r = zl_recv_peek(cl->ch, &p, &n, 0);
+		if (r == -EMSGSIZE) { /* fragmented: assemble it */
+			peeked = false;
+			r = srv_grow(&s->big, &s->big_cap, n);
+			if (!r)
+				r = zl_recv(cl->ch, s->big, s->big_cap, &n, 0);
+			p = s->big;
+		}
+		if (r == -EAGAIN) {
+			more = false;
+			break;
+		}
+		if (r) {
+			srv_drop(cl, "channel failed", r);
+			return served;
+		}
+		served += chan_request(cl, p, n);
+		if (peeked && cl->ch)
+			zl_recv_release(cl->ch);
+	}
+	if (more != cl->more && !cl->dead) {
+		cl->more = more;
+		s->nmore += more ? 1 : -1;
+	}
+	return served;
+}
+
+/* ---- the loop ---------------------------------------------------------- */
+
+static int handle_events(struct zl_server *s, int timeout_ms)
+{
+	struct epoll_event ev[MAX_EVENTS];
+	int n = epoll_wait(s->ep, ev, MAX_EVENTS, timeout_ms);
+	int served = 0;
+	for (int i = 0; i < n; i++) {
+		struct ep_tag *t = ev[i].data.ptr;
+		if (t->kind == EP_ACCEPT) {
+			srv_take_ready(s);
+		} else if (t->kind == EP_STOP) {
+			uint64_t v;
+			ssize_t r = read(s->stop_fd, &v, sizeof(v));
+			(void)r;
+		} else if (t->kind == EP_CHAN && !t->cl->dead) {
+			served += chan_drain(t->cl);
+		} else if (t->kind == EP_DOORBELL && !t->cl->dead) {
+			uint64_t v; /* the scan that follows finds the request */
+			ssize_t r = read(t->cl->doorbell, &v, sizeof(v));
+			(void)r;
+		}
+	}
+	return served;
+}
+
+/* Channels found by polling: rdma rings, and channels left with messages
+ * buffered by chan_drain. */
+static int poll_chans(struct zl_server *s)
+{
+	int served = 0;
+	for (struct srv_client *cl = s->clients, *next; cl; cl = next) {
+		next = cl->next;
+		if (cl->kind == CL_RING || cl->more)
+			served += chan_drain(cl);
+	}
+	return served;
+}
+
+static int round_once(struct zl_server *s, int64_t now)
+{
+	int served = scan_mbox(s);
+	if (s->nring || s->nmore)
+		served += poll_chans(s);
+	if (s->pending)
+		srv_push_pending(s);
+	if (s->nstream || ++s->rounds % EPOLL_EVERY == 0)
+		served += handle_events(s, 0);
+	if (now >= s->next_sweep) {
+		served += sweep(s);
+		s->next_sweep = now + s->o.sweep_us;
+	}
+	return served;
+}
+
+static void set_sleeping(struct zl_server *s, uint32_t v)
+{
+	for (struct srv_client *cl = s->clients; cl; cl = cl->next)
+		if (cl->kind == CL_MBOX)
+			atomic_store_explicit(&page_ctl(cl)->srv_sleeping, v,
+					      memory_order_relaxed);
+}
+
+/* Sleep in epoll until something happens or the deadline. */
+static int sleep_until(struct zl_server *s, int64_t deadline)
+{
+	set_sleeping(s, 1);
+	if (s->nmbox_fence || zl_membarrier_global())
+		atomic_thread_fence(memory_order_seq_cst);
+	int served = round_once(s, zl_now_us());
+	if (!served && !s->pending && !s->nmore && !atomic_load_explicit(&s->stop, memory_order_acquire)) {
+		CNT_ADD(s, sleeps, 1);
+		int64_t until = s->next_sweep < deadline ? s->next_sweep : deadline;
+		/* with no shm client, nothing needs a sweep: sleep to the deadline */
+		if (!s->mbox_hi)
+			until = deadline;
+		served = handle_events(s, zl_poll_ms(until));
+	}
+	set_sleeping(s, 0);
+	return served;
+}
+
+ZL_API int zl_server_poll(zl_server *s, int64_t timeout_us)
+{
+	if (!s)
+		return -EINVAL;
+	int64_t start = zl_now_us();
+	int64_t deadline = zl_deadline(timeout_us);
+	int64_t spin_end = s->o.spin_us < 0 ? deadline : start + s->o.spin_us;
+	for (uint32_t i = 0;; i++) {
+		if (atomic_load_explicit(&s->stop, memory_order_acquire)) {
+			atomic_store_explicit(&s->stop, false, memory_order_relaxed);
+			return -ECANCELED;
+		}
+		/* the clock costs more than an idle round: read it every 64th;
+		 * INT64_MIN tells round_once not to consider the sweep */
+		int64_t now = (i & 63) == 0 ? zl_now_us() : INT64_MIN;
+		int served = round_once(s, now);
+		if (!served && now != INT64_MIN && now >= spin_end && timeout_us != 0 &&
+		    now < deadline)
+			served = sleep_until(s, deadline);
+		srv_bury(s);
+		if (served)
+			return served;
+		if (timeout_us == 0 || (now != INT64_MIN && now >= deadline))
+			return 0;
+		zl_cpu_relax();
+	}
+}
+
+ZL_API int zl_server_run(zl_server *s, int64_t timeout_us)
+{
+	if (!s)
+		return -EINVAL;
+	int64_t deadline = zl_deadline(timeout_us);
+	for (;;) {
+		int64_t left = deadline == ZL_NEVER ? -1 : deadline - zl_now_us();
+		if (left == 0 || left < -1)
+			return 0;
+		int r = zl_server_poll(s, left);
+		if (r == -ECANCELED)
+			return 0;
+		if (r < 0)
+			return r;
+	}
+}

@@ -1,0 +1,437 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * zl_server setup: options, listeners, handlers, counters, and the acceptor
+ * thread. Accepting runs on its own thread so that a client stalling in a
+ * handshake (transport or ours) never delays the serving thread: finished
+ * clients are queued and the serving thread picks them up (srv_attach).
+ */
+#include <fcntl.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "ringchan.h"
+#include "server.h"
+#include "sockutil.h"
+
+#define HELLO_TIMEOUT_US 2000000
+
+ZL_API void zl_server_opts_init(struct zl_server_opts *o)
+{
+	if (!o)
+		return;
+	memset(o, 0, sizeof(*o));
+	o->size = sizeof(*o);
+	o->slots = 4;
+	o->slot_size = 512;
+	o->max_clients = 1024;
+	o->max_req = 4u << 20;
+	o->spin_us = 50;
+	o->sweep_us = 1000;
+}
+
+static int opts_ok(const struct zl_server_opts *o)
+{
+	return o->slots >= 1 && o->slots <= SRV_MAX_SLOTS && o->slot_size >= 64 &&
+	       o->slot_size <= 65536 && o->slot_size % 64 == 0 && o->max_clients >= 1 &&
+	       o->max_clients <= 65536 && o->max_req >= 1 && o->max_req <= (1ull << 32) &&
+	       o->spin_us >= -1 && o->sweep_us > 0;
+}
+
+static int ep_add(int ep, int fd, struct ep_tag *t)
+{
+	struct epoll_event e = { .events = EPOLLIN, .data.ptr = t };
+	return epoll_ctl(ep, EPOLL_CTL_ADD, fd, &e) ? -errno : 0;
+}
+
+ZL_API int zl_server_create(const struct zl_server_opts *opts, zl_server **out)
+{
+	struct zl_server_opts o;
+	zl_server_opts_init(&o);
+	if (!out)
+		return -EINVAL;
+	if (opts) {
+		if (opts->size < offsetof(struct zl_server_opts, reserved))
+			return -EINVAL;
+		memcpy(&o, opts, offsetof(struct zl_server_opts, reserved));
+		o.size = sizeof(o);
+	}
+	if (!opts_ok(&o))
+		return -EINVAL;
+	struct zl_server *s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->o = o;
+	s->ep = s->stop_fd = s->ctl_fd = s->accept_fd = s->flags_fd = -1;
+	pthread_mutex_init(&s->lock, NULL);
+	s->t_accept.kind = EP_ACCEPT;
+	s->t_stop.kind = EP_STOP;
+	s->scan_impl = zl_scan_best() | ZL_SCAN_PADDED;
+	s->next_id = 1;
+	/* the flag array: padded to a page, so SIMD may read past the end */
+	s->flags_len = srv_round_up((uint64_t)o.max_clients * o.slots + 64, 4096);
+	s->idx_used = calloc(o.max_clients, 1);
+	s->mbox = calloc(o.max_clients, sizeof(*s->mbox));
+	int r = s->idx_used && s->mbox ? 0 : -ENOMEM;
+	if (!r && (s->ep = epoll_create1(EPOLL_CLOEXEC)) < 0)
+		r = -errno;
+	if (!r && ((s->stop_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0 ||
+		   (s->ctl_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0 ||
+		   (s->accept_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0))
+		r = -errno;
+	if (!r && (s->flags_fd = zl_memfd_sealed("zipline-flags", s->flags_len)) < 0)
+		r = s->flags_fd;
+	if (!r) {
+		s->flags = mmap(NULL, s->flags_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE,
+				s->flags_fd, 0);
+		if (s->flags == MAP_FAILED) {
+			s->flags = NULL;
+			r = -errno;
+		}
+	}
+	if (!r)
+		r = ep_add(s->ep, s->accept_fd, &s->t_accept);
+	if (!r)
+		r = ep_add(s->ep, s->stop_fd, &s->t_stop);
+	if (r) {
+		zl_server_close(s);
+		return r;
+	}
+	*out = s;
+	return 0;
+}
+
+/* ---- accepting (the acceptor thread) --------------------------------- */
+
+static void kick(int efd)
+{
+	uint64_t one = 1;
+	ssize_t r = write(efd, &one, sizeof(one));
+	(void)r; /* an eventfd at its limit is still readable: nothing lost */
+}
+
+static void drain(int efd)
+{
+	uint64_t v;
+	while (read(efd, &v, sizeof(v)) > 0)
+		;
+}
+
+static bool is_shm(zl_channel *ch)
+{
+	struct zl_channel_info ci;
+	return !zl_channel_info(ch, &ci) && !strcmp(ci.transport, "shm");
+}
+
+/* Reserve a place for one more client (and a mailbox index on shm). */
+static int reserve_client(struct zl_server *s, bool mbox, uint32_t *idx, uint64_t *id)
+{
+	int r = -EUSERS;
+	pthread_mutex_lock(&s->lock);
+	if (s->nclients < s->o.max_clients) {
+		r = 0;
+		if (mbox) {
+			uint32_t i = 0;
+			while (s->idx_used[i])
+				i++; /* nclients < max_clients: a free index exists */
+			s->idx_used[i] = 1;
+			*idx = i;
+		}
+		s->nclients++;
+		*id = s->next_id++;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return r;
+}
+
+static void release_client(struct zl_server *s, bool mbox, uint32_t idx)
+{
+	pthread_mutex_lock(&s->lock);
+	if (mbox)
+		s->idx_used[idx] = 0;
+	s->nclients--;
+	pthread_mutex_unlock(&s->lock);
+}
+
+static struct srv_client *client_new(struct zl_server *s, zl_channel *ch)
+{
+	struct srv_client *cl = calloc(1, sizeof(*cl) + s->o.slots * sizeof(struct zl_req));
+	if (!cl)
+		return NULL;
+	cl->srv = s;
+	cl->ch = ch;
+	cl->doorbell = -1;
+	for (uint32_t k = 0; k < s->o.slots; k++) {
+		cl->req[k].cl = cl;
+		cl->req[k].slot = (uint16_t)k;
+		cl->req[k].seq = 1;
+	}
+	return cl;
+}
+
+/* The shm mailbox: this client's page and doorbell; fds[1..2] for it. */
+static int mbox_setup(struct zl_server *s, struct srv_client *cl, int fds[3])
+{
+	cl->page_len = srv_page_len(s->o.slots, s->o.slot_size);
+	fds[0] = s->flags_fd;
+	fds[1] = zl_memfd_sealed("zipline-slots", cl->page_len);
+	if (fds[1] < 0)
+		return fds[1];
+	cl->page = mmap(NULL, cl->page_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE,
+			fds[1], 0);
+	if (cl->page == MAP_FAILED) {
+		cl->page = NULL;
+		return -errno;
+	}
+	cl->doorbell = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	fds[2] = cl->doorbell;
+	return cl->doorbell < 0 ? -errno : 0;
+}
+
+static int send_welcome(zl_channel *ch, bool shm, const struct srv_welcome *w,
+			const int *fds, int nfds)
+{
+	if (shm)
+		return zl_send_fds(zl_shm_sock(ch), w, sizeof(*w), fds, nfds);
+	return zl_send(ch, w, sizeof(*w), HELLO_TIMEOUT_US);
+}
+
+/* Our handshake with a new channel; queue the client for the server. */
+static void admit(struct zl_server *s, zl_channel *ch)
+{
+	struct srv_hello h;
+	size_t n = 0;
+	bool shm = is_shm(ch);
+	int r = zl_recv(ch, &h, sizeof(h), &n, HELLO_TIMEOUT_US);
+	if (r || n != sizeof(h) || h.magic != SRV_MAGIC || h.size != sizeof(h) ||
+	    h.version != SRV_VERSION) {
+		ZL_LOG(ZL_LOG_WARN, "server: dropping a peer with a bad hello (%s)",
+		       r ? zl_strerror(r) : "malformed");
+		r = r == -EMSGSIZE || !r ? -EPROTO : r;
+		if (r == -EPROTO && n >= 8 && h.magic == SRV_MAGIC) {
+			struct srv_welcome w = { .magic = SRV_MAGIC, .version = SRV_VERSION,
+						 .size = sizeof(w), .status = -EPROTO };
+			send_welcome(ch, shm, &w, NULL, 0);
+		}
+		zl_close(ch);
+		return;
+	}
+	struct srv_welcome w = { .magic = SRV_MAGIC, .version = SRV_VERSION, .size = sizeof(w),
+				 .slots = s->o.slots, .slot_size = s->o.slot_size,
+				 .max_req = s->o.max_req };
+	struct srv_client *cl = client_new(s, ch);
+	uint32_t idx = 0;
+	uint64_t id = 0;
+	int fds[3] = { -1, -1, -1 };
+	r = cl ? reserve_client(s, shm, &idx, &id) : -ENOMEM;
+	bool reserved = !r;
+	if (!r && shm) {
+		cl->kind = CL_MBOX;
+		cl->idx = idx;
+		r = mbox_setup(s, cl, fds);
+		w.flags = SRV_F_MBOX | (zl_membarrier_register() ? SRV_F_MEMBARRIER : 0);
+		w.flag_base = idx * s->o.slots;
+		w.flags_len = (uint32_t)s->flags_len;
+		w.page_len = (uint32_t)cl->page_len;
+		/* the client fences itself unless both sides take membarrier */
+		if (!(h.flags & SRV_F_MEMBARRIER) || !(w.flags & SRV_F_MEMBARRIER))
+			w.flags &= ~SRV_F_MEMBARRIER;
+	} else if (!r) {
+		struct zl_channel_info ci;
+		zl_channel_info(ch, &ci);
+		cl->kind = strcmp(ci.transport, "rdma") ? CL_STREAM : CL_RING;
+	}
+	w.status = r;
+	w.client_id = id;
+	int sr = send_welcome(ch, shm, &w, fds, r ? 0 : 3);
+	if (fds[1] >= 0)
+		close(fds[1]); /* the client has it; we keep the mapping */
+	if (!r && sr) {
+		ZL_LOG(ZL_LOG_WARN, "server: welcome failed: %s", zl_strerror(sr));
+		r = sr;
+	}
+	if (r) {
+		if (reserved)
+			release_client(s, shm, idx);
+		if (cl) {
+			cl->ch = NULL;
+			srv_free_client(cl);
+		}
+		zl_close(ch);
+		return;
+	}
+	cl->id = id;
+	cl->asym = shm && (w.flags & SRV_F_MEMBARRIER);
+	pthread_mutex_lock(&s->lock);
+	cl->next = s->ready;
+	s->ready = cl;
+	pthread_mutex_unlock(&s->lock);
+	atomic_fetch_add_explicit(&s->n.clients_total, 1, memory_order_relaxed);
+	kick(s->accept_fd);
+}
+
+static void *acceptor(void *arg)
+{
+	struct zl_server *s = arg;
+	struct pollfd p[SRV_MAX_LISTENERS + 1];
+	zl_listener *l[SRV_MAX_LISTENERS];
+	for (;;) {
+		pthread_mutex_lock(&s->lock);
+		bool quit = s->acceptor_quit;
+		int n = s->nlst;
+		for (int i = 0; i < n; i++) {
+			l[i] = s->lst[i];
+			p[i] = (struct pollfd){ .fd = zl_listener_fd(l[i]), .events = POLLIN };
+		}
+		pthread_mutex_unlock(&s->lock);
+		if (quit)
+			return NULL;
+		p[n] = (struct pollfd){ .fd = s->ctl_fd, .events = POLLIN };
+		if (poll(p, (nfds_t)n + 1, -1) < 0)
+			continue; /* EINTR */
+		if (p[n].revents)
+			drain(s->ctl_fd);
+		for (int i = 0; i < n; i++) {
+			zl_channel *ch;
+			if (p[i].revents && zl_accept(l[i], 0, &ch) == 0)
+				admit(s, ch);
+		}
+	}
+}
+
+ZL_API int zl_server_listen(zl_server *s, const char *url, const struct zl_opts *opts)
+{
+	if (!s || !url)
+		return -EINVAL;
+	if (s->nlst >= SRV_MAX_LISTENERS) /* only this thread adds listeners */
+		return -ENOSPC;
+	struct zl_opts o;
+	zl_opts_init(&o);
+	o.ring_size = 64 * 1024; /* requests mostly travel in slots */
+	zl_listener *l;
+	int r = zl_listen(url, opts ? opts : &o, &l);
+	if (r)
+		return r;
+	pthread_mutex_lock(&s->lock);
+	s->lst[s->nlst++] = l;
+	bool start = !s->acceptor_running;
+	pthread_mutex_unlock(&s->lock);
+	if (!start) {
+		kick(s->ctl_fd);
+		return 0;
+	}
+	r = pthread_create(&s->acceptor, NULL, acceptor, s);
+	if (r) {
+		pthread_mutex_lock(&s->lock);
+		s->nlst--;
+		pthread_mutex_unlock(&s->lock);
+		zl_listener_close(l);
+		return -r;
+	}
+	s->acceptor_running = true;
+	return 0;
+}
+
+ZL_API int zl_server_url(const zl_server *s, int i, char *buf, size_t cap)
+{
+	if (!s || !buf)
+		return -EINVAL;
+	if (i < 0 || i >= s->nlst)
+		return -ENOENT;
+	return zl_listener_url(s->lst[i], buf, cap);
+}
+
+ZL_API int zl_server_handle(zl_server *s, int type, zl_handler_fn fn, void *arg)
+{
+	if (!s || type < 1 || type > 255)
+		return -EINVAL;
+	s->h[type].fn = fn;
+	s->h[type].arg = arg;
+	return 0;
+}
+
+ZL_API void zl_server_stop(zl_server *s)
+{
+	if (!s)
+		return;
+	atomic_store_explicit(&s->stop, true, memory_order_release);
+	kick(s->stop_fd);
+}
+
+ZL_API int zl_server_info(const zl_server *s, struct zl_server_info *info)
+{
+	if (!s || !info)
+		return -EINVAL;
+#define GET(f) atomic_load_explicit(&s->n.f, memory_order_relaxed)
+	info->clients = GET(clients);
+	info->clients_total = GET(clients_total);
+	info->clients_dropped = GET(clients_dropped);
+	info->requests = GET(requests);
+	info->rejected = GET(rejected);
+	info->spurious = GET(spurious);
+	info->recovered = GET(recovered);
+	info->sleeps = GET(sleeps);
+	for (int t = 0; t < 256; t++)
+		info->per_type[t] = GET(per_type[t]);
+#undef GET
+	return 0;
+}
+
+ZL_API void zl_server_close(zl_server *s)
+{
+	if (!s)
+		return;
+	if (s->acceptor_running) {
+		pthread_mutex_lock(&s->lock);
+		s->acceptor_quit = true;
+		pthread_mutex_unlock(&s->lock);
+		kick(s->ctl_fd);
+		pthread_join(s->acceptor, NULL);
+	}
+	for (int i = 0; i < s->nlst; i++)
+		zl_listener_close(s->lst[i]);
+	srv_take_ready(s); /* attach, then drop with everyone else */
+	while (s->clients)
+		srv_drop(s->clients, NULL, 0);
+	for (struct srv_client *cl = s->graves; cl; cl = cl->next)
+		cl->deferred = 0; /* open deferred requests die with the server */
+	srv_bury(s);
+	if (s->flags)
+		munmap(s->flags, s->flags_len);
+	int fds[] = { s->flags_fd, s->ep, s->stop_fd, s->ctl_fd, s->accept_fd };
+	for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	pthread_mutex_destroy(&s->lock);
+	free(s->idx_used);
+	free(s->mbox);
+	free(s->big);
+	free(s->scratch);
+	free(s);
+}
+
+/* Called by the serving thread: attach every client the acceptor queued. */
+void srv_take_ready(struct zl_server *s)
+{
+	pthread_mutex_lock(&s->lock);
+	struct srv_client *cl = s->ready;
+	s->ready = NULL;
+	pthread_mutex_unlock(&s->lock);
+	drain(s->accept_fd);
+	while (cl) {
+		struct srv_client *next = cl->next;
+		srv_attach(s, cl);
+		cl = next;
+	}
+}
+
+/* The serving thread gives a client's place back (after srv_drop). */
+void srv_release(struct zl_server *s, struct srv_client *cl)
+{
+	release_client(s, cl->kind == CL_MBOX, cl->idx);
+}

@@ -1,0 +1,147 @@
+/* SPDX-License-Identifier: MIT */
+/* zl_server internals shared by server.c (setup, accepting), serve.c (the
+ * serving loop) and reply.c (requests and replies). */
+#ifndef ZL_SERVER_H
+#define ZL_SERVER_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "internal.h"
+#include "scan.h"
+#include "wire.h"
+
+#define ZL_API __attribute__((visibility("default")))
+#define SRV_MAX_LISTENERS 8
+
+enum cl_kind {
+	CL_MBOX,   /* shm: slots in the client's page, flags in the array */
+	CL_STREAM, /* tcp, unix: channel messages, readiness from epoll */
+	CL_RING,   /* rdma: channel messages, found by polling the ring */
+};
+
+enum req_state { REQ_IDLE, REQ_BUSY, REQ_DEFERRED };
+
+struct zl_req {
+	struct srv_client *cl;
+	uint32_t seq;   /* IDLE: the next one expected; else the current one */
+	uint16_t slot;
+	uint8_t type;
+	uint8_t state;
+	bool replied;
+	bool reserved;  /* zl_reply_reserve is open */
+	const uint8_t *data;
+	size_t len;
+	uint8_t *copy;  /* a deferred channel request's own bytes */
+	uint8_t *rsv;   /* the open zl_reply_reserve, header first */
+};
+
+/* A reply that could not go out at once. */
+struct backlog {
+	struct backlog *next;
+	size_t len;
+	uint8_t buf[];
+};
+
+/* What an epoll event belongs to. */
+enum ep_kind { EP_ACCEPT, EP_STOP, EP_CHAN, EP_DOORBELL };
+struct ep_tag {
+	enum ep_kind kind;
+	struct srv_client *cl;
+};
+
+struct srv_client {
+	struct zl_server *srv;
+	zl_channel *ch;
+	enum cl_kind kind;
+	uint64_t id;
+	bool dead;           /* dropped; freed once no request is deferred */
+	bool listed_pending; /* on srv->pending (replies to push out) */
+	bool asym;           /* shm: the client skips its fence (membarrier) */
+	bool more;           /* chan_drain stopped with messages left */
+	uint32_t deferred;   /* requests in REQ_DEFERRED */
+	struct backlog *bl_head, *bl_tail;
+	struct srv_client *next, *prev;  /* srv->clients */
+	struct srv_client *pnext;        /* srv->pending */
+	struct ep_tag t_chan, t_bell;
+	/* CL_MBOX */
+	uint32_t idx;        /* flags [idx*K, idx*K + K) */
+	uint8_t *page;
+	size_t page_len;
+	int doorbell;
+	struct zl_req req[]; /* K */
+};
+
+struct srv_counters {
+	_Atomic uint64_t clients, clients_total, clients_dropped, requests, rejected,
+		spurious, recovered, sleeps;
+	_Atomic uint64_t per_type[256];
+};
+
+struct zl_server {
+	struct zl_server_opts o;
+	struct {
+		zl_handler_fn fn;
+		void *arg;
+	} h[256];
+	struct srv_counters n;
+	_Atomic bool stop;
+	int stop_fd;   /* eventfd: zl_server_stop wakes the serving thread */
+	int ep;        /* epoll: accept queue, stop, client channels, doorbells */
+	struct ep_tag t_accept, t_stop;
+
+	/* shared with the acceptor thread, under lock */
+	pthread_mutex_t lock;
+	pthread_t acceptor;
+	bool acceptor_running;
+	int ctl_fd;          /* eventfd: listeners changed, or quit */
+	bool acceptor_quit;
+	zl_listener *lst[SRV_MAX_LISTENERS];
+	int nlst;
+	struct srv_client *ready;  /* accepted, not yet taken by the server */
+	int accept_fd;             /* eventfd: ready is not empty */
+	uint32_t nclients;         /* admitted, including ready */
+	uint8_t *idx_used;         /* mailbox index map, max_clients bytes */
+	uint64_t next_id;
+
+	/* the mailbox: flags of all shm clients, one memfd */
+	int flags_fd;
+	uint8_t *flags;
+	size_t flags_len;
+	struct srv_client **mbox; /* by index */
+	uint32_t mbox_hi;         /* indices in use are below this */
+	enum zl_scan_impl scan_impl;
+	size_t scan_start;
+	int64_t next_sweep;
+
+	/* serving thread only */
+	struct srv_client *clients;  /* all live clients */
+	struct srv_client *pending;  /* clients with replies to push out */
+	struct srv_client *graves;   /* dropped, to be freed */
+	uint32_t nstream, nring, nmore;
+	uint64_t rounds;
+	uint32_t nmbox_fence;        /* shm clients without membarrier */
+	uint8_t *big;                /* fragmented channel requests */
+	size_t big_cap;
+	uint8_t *scratch;            /* replies larger than one record */
+	size_t scratch_cap;
+};
+
+#define CNT_ADD(srv, f, v) \
+	atomic_store_explicit(&(srv)->n.f, atomic_load_explicit(&(srv)->n.f, \
+		memory_order_relaxed) + (v), memory_order_relaxed)
+
+/* server.c */
+void srv_take_ready(struct zl_server *srv);
+void srv_release(struct zl_server *srv, struct srv_client *cl);
+/* serve.c */
+void srv_attach(struct zl_server *srv, struct srv_client *cl);
+void srv_drop(struct srv_client *cl, const char *why, int err);
+void srv_free_client(struct srv_client *cl);
+void srv_bury(struct zl_server *srv); /* free dropped clients */
+/* reply.c */
+void srv_dispatch(struct zl_server *srv, struct zl_req *rq);
+void srv_push_pending(struct zl_server *srv);
+int srv_grow(uint8_t **buf, size_t *cap, size_t need);
+
+#endif

@@ -1,0 +1,94 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The N:1 server's wire formats (zl_server / zl_client).
+ *
+ * Setup, after the transport's own handshake:
+ *   client -> server  srv_hello, as the first channel message
+ *   server -> client  srv_welcome: on shm over the rendezvous socket with
+ *                     three fds (flag array memfd, the client's page memfd,
+ *                     its doorbell eventfd); elsewhere as a channel message.
+ *
+ * A request is a srv_hdr and len bytes. On shm it sits in one of the
+ * client's slots (in its page) and its mailbox flag announces it; a request
+ * larger than a slot travels as a channel message (header + body) and its
+ * slot carries the same header with SRV_F_CHAN as a doorbell. On the other
+ * transports every request is a channel message.
+ * A reply is a srv_rep and the reply bytes, always a channel message.
+ *
+ * The shm client page: a control line (srv_sleeping: set by the server
+ * before it sleeps, so the client must wake it through its doorbell), then
+ * K slots of slot_size bytes. Only this client and the server map it.
+ */
+#ifndef ZL_SRV_WIRE_H
+#define ZL_SRV_WIRE_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#define SRV_MAGIC 0x56535a4cu /* "LZSV" */
+#define SRV_VERSION 1
+#define SRV_MAX_SLOTS 64
+
+struct srv_hello {
+	uint32_t magic;
+	uint16_t version;
+	uint16_t size;
+	uint32_t flags; /* SRV_F_MEMBARRIER */
+	uint32_t reserved;
+};
+
+/* This process is registered for membarrier(2) (see ringchan.c). */
+#define SRV_F_MEMBARRIER 1u
+/* welcome: requests go into the mailbox (shm); three fds came along */
+#define SRV_F_MBOX 2u
+
+struct srv_welcome {
+	uint32_t magic;
+	uint16_t version;
+	uint16_t size;
+	int32_t status;     /* 0, or -errno: why the server refuses */
+	uint32_t flags;     /* SRV_F_* */
+	uint32_t slots;     /* K */
+	uint32_t slot_size; /* bytes per slot, header included */
+	uint64_t max_req;
+	uint64_t client_id;
+	uint32_t flag_base; /* index of this client's first flag */
+	uint32_t flags_len; /* size of the flag array memfd */
+	uint32_t page_len;  /* size of this client's page memfd */
+	uint32_t reserved;
+};
+
+/* Request header, in a slot or in front of a channel message. */
+struct srv_hdr {
+	_Atomic uint32_t seq; /* per slot, 1, 2, ...; written last (release) */
+	uint8_t type;         /* 1..255 */
+	uint8_t flags;        /* SRV_F_CHAN */
+	uint16_t slot;
+	uint32_t len;         /* request bytes after the header */
+	uint32_t reserved;
+};
+#define SRV_F_CHAN 1u /* slot: the request comes as a channel message */
+
+/* Reply header, in front of every reply message. */
+struct srv_rep {
+	uint32_t seq;
+	uint16_t slot;
+	uint16_t reserved;
+	int32_t status; /* 0 or -errno */
+	uint32_t reserved2;
+};
+
+#define SRV_CTL_SIZE 64u
+
+struct srv_page_ctl {
+	_Atomic uint32_t srv_sleeping;
+};
+
+static inline uint64_t srv_round_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
+
+static inline uint32_t srv_page_len(uint32_t slots, uint32_t slot_size)
+{
+	return (uint32_t)srv_round_up(SRV_CTL_SIZE + (uint64_t)slots * slot_size, 4096);
+}
+
+#endif
