@@ -41,6 +41,7 @@ struct zl_chan_ops {
 /* Every channel starts with this header; transports embed it first. */
 struct zl_channel {
 	const struct zl_chan_ops *ops;
+	bool no_linger; /* close without flushing (a server dropping a client) */
 };
 
 struct zl_listener_ops {

@@ -718,7 +718,7 @@ static void rc_info(const zl_channel *ch, struct zl_channel_info *info)
 static void rc_close(zl_channel *ch)
 {
 	struct zl_ringchan *rc = RC(ch);
-	if (!rc->err && !rc->peer_closed) {
+	if (!rc->err && !rc->peer_closed && !ch->no_linger) {
 		/* flush what we accepted, then tell the peer in band so it reads
 		 * everything before it sees the end */
 		int64_t deadline = zl_now_us() + CLOSE_LINGER_US;

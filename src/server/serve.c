@@ -147,6 +147,7 @@ void srv_drop(struct srv_client *cl, const char *why, int err)
 		s->nring--;
 	}
 	srv_release(s, cl);
+	cl->ch->no_linger = true; /* a stuck client must not hold the thread */
 	zl_close(cl->ch);
 	cl->ch = NULL;
 	/* freed by srv_bury: events of this epoll batch may still name it */

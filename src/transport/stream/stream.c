@@ -563,7 +563,7 @@ static void s_info(const zl_channel *ch, struct zl_channel_info *info)
 static void s_close(zl_channel *ch)
 {
 	struct schan *c = CH(ch);
-	if (c->plen && !atomic_load(&c->err)) {
+	if (c->plen && !atomic_load(&c->err) && !ch->no_linger) {
 		struct waiter w = WAITER(CLOSE_FLUSH_US);
 		c->busy_poll = false;
 		push_pending(c, &w);

@@ -1,0 +1,272 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * zl_server under faulty and greedy clients (argv[1] transport, argv[2]
+ * mode), while honest clients keep calling and check every reply:
+ *   kill   clients killed (SIGKILL) or closed with requests in flight,
+ *          some in the middle of a large request: the others go on, the
+ *          server forgets the dead ones.
+ *   stall  a client that never reads its replies (its ring fills), and one
+ *          stopped (SIGSTOP) in the middle of a large request: the honest
+ *          clients' worst call stays under STALL_BOUND_US.
+ *   fair   overload: NFAIR clients keep K requests each in flight on a
+ *          handler that works SLOW_US per request. One scan rotation
+ *          serves every waiting slot once, so a request waits at most
+ *          about NFAIR*K*SLOW_US; we assert every client's worst latency
+ *          is within FAIR_BOUND_US (that plus a scheduling allowance: 2
+ *          cores, 9 threads) and that no client gets under half the mean
+ *          throughput (no starvation).
+ */
+#include <signal.h>
+#include <stdatomic.h>
+#include <sys/wait.h>
+
+#include "srvlib.h"
+
+#define T_OUT 10000000
+/* A server that waited on a stalled client would lose at least a channel's
+ * close linger (100 ms) or a timeout (seconds); scheduling noise on this
+ * 2-core host stays well under it. */
+#define STALL_BOUND_US 100000
+#define NFAIR 8
+#define SLOW_US 20
+#define FAIR_BOUND_US (NFAIR * 4 * SLOW_US * 2 + 50000)
+
+/* Sanitizer builds (ZL_TEST_SCALE < 1) run many times slower: there the
+ * latency bounds are reported, not asserted. */
+static bool timing_asserted(void)
+{
+	const char *sc = getenv("ZL_TEST_SCALE");
+	return !sc || atof(sc) >= 1.0;
+}
+
+struct honest {
+	const char *url;
+	int id;
+	_Atomic int *stop;
+	struct tl_thread th;
+	uint64_t calls;
+	int64_t worst_us;
+};
+
+static void *honest(void *arg)
+{
+	struct honest *h = arg;
+	zl_client *c = tl_client(h->url, T_OUT);
+	struct tl_rng r = { .s = (uint64_t)h->id * 7919 };
+	while (!atomic_load(h->stop)) {
+		size_t len = tl_rand_below(&r, 600);
+		int64_t t0 = tl_now_us();
+		tl_call_check(c, 1 + (int)tl_rand_below(&r, 4), len, h->calls + ((uint64_t)h->id << 40),
+			      T_OUT);
+		int64_t dt = tl_now_us() - t0;
+		if (dt > h->worst_us)
+			h->worst_us = dt;
+		h->calls++;
+	}
+	zl_client_close(c);
+	return NULL;
+}
+
+static void start_honest(struct honest *h, int n, const char *url, _Atomic int *stop)
+{
+	for (int i = 0; i < n; i++) {
+		h[i] = (struct honest){ .url = url, .id = i + 1, .stop = stop };
+		tl_thread_start(&h[i].th, honest, &h[i]);
+	}
+}
+
+static void join_honest(struct honest *h, int n, const char *what)
+{
+	int64_t worst = 0;
+	uint64_t calls = 0;
+	for (int i = 0; i < n; i++) {
+		tl_thread_join(&h[i].th, 30000);
+		CHECKF(h[i].calls > 0, "honest client %d made no call", i);
+		calls += h[i].calls;
+		worst = h[i].worst_us > worst ? h[i].worst_us : worst;
+	}
+	printf("%s: honest clients made %" PRIu64 " calls, worst %" PRId64 " us\n", what, calls,
+	       worst);
+	if (!strcmp(what, "stall") && timing_asserted())
+		CHECKF(worst < STALL_BOUND_US, "an honest call took %" PRId64 " us", worst);
+}
+
+/* A child that pipelines large requests until it is killed. */
+static __attribute__((noreturn)) int greedy_child(void *arg)
+{
+	zl_client *c = tl_client(arg, T_OUT);
+	static uint8_t big[300000];
+	for (;;) {
+		for (int k = 0; k < zl_client_slots(c); k++)
+			zl_call_send(c, k % 2 ? TL_T_DEFER : 2, big, k ? sizeof(big) : 10, T_OUT);
+		const void *rep;
+		size_t n;
+		int tag;
+		for (int k = 0; k < zl_client_slots(c); k++)
+			zl_call_recv(c, &tag, &rep, &n, T_OUT);
+	}
+}
+
+static void wait_clients(zl_server *srv, uint64_t want)
+{
+	struct zl_server_info info;
+	for (int i = 0; i < 500; i++) {
+		CHECK_OK(zl_server_info(srv, &info));
+		if (info.clients == want)
+			return;
+		tl_sleep_us(10000);
+	}
+	FAIL("server has %" PRIu64 " clients, want %" PRIu64, info.clients, want);
+}
+
+static void mode_kill(struct tl_srv *s)
+{
+	_Atomic int stop = 0;
+	struct honest h[3];
+	start_honest(h, 3, s->url, &stop);
+	for (int round = 0; round < 6; round++) {
+		pid_t pid = tl_fork(greedy_child, s->url, 60);
+		tl_sleep_us(50000 + 20000 * round);
+		kill(pid, SIGKILL);
+		CHECK(tl_wait_child(pid, 10000) >= 0);
+	}
+	/* closed with requests in flight, some of them deferred */
+	zl_client *c = tl_client(s->url, T_OUT);
+	CHECK(zl_call_send(c, TL_T_DEFER, "abc", 3, T_OUT) >= 0);
+	CHECK(zl_call_send(c, 2, "abc", 3, T_OUT) >= 0);
+	zl_client_close(c);
+	atomic_store(&stop, 1);
+	join_honest(h, 3, "kill");
+	wait_clients(s->srv, 0);
+	tl_call_check(tl_client(s->url, T_OUT), 1, 100, 1, T_OUT); /* still serving */
+}
+
+static int stop_child(void *arg)
+{
+	zl_client *c = tl_client(arg, T_OUT);
+	static uint8_t big[1u << 20];
+	/* a short timeout: the first fragments go, the rest waits in us */
+	int r = zl_call_send(c, 1, big, sizeof(big), 2000);
+	(void)r;
+	raise(SIGSTOP);
+	return 0;
+}
+
+static void mode_stall(struct tl_srv *s)
+{
+	/* never reads: K replies of 200 kB, more than its reply ring holds */
+	zl_client *deaf = tl_client(s->url, T_OUT);
+	static uint8_t big[200000];
+	for (int k = 0; k < zl_client_slots(deaf); k++)
+		CHECK(zl_call_send(deaf, 2 + (k % 2), big, sizeof(big), T_OUT) >= 0);
+	pid_t pid = tl_fork(stop_child, s->url, 60);
+	tl_sleep_us(100000);
+	_Atomic int stop = 0;
+	struct honest h[3];
+	start_honest(h, 3, s->url, &stop);
+	tl_sleep_us(1000000);
+	atomic_store(&stop, 1);
+	join_honest(h, 3, "stall");
+	/* the deaf client still gets all its replies, intact */
+	for (int k = 0; k < zl_client_slots(deaf); k++) {
+		const void *rep;
+		size_t n;
+		int tag;
+		CHECK_OK(zl_call_recv(deaf, &tag, &rep, &n, T_OUT));
+		CHECK(n == sizeof(big));
+	}
+	zl_client_close(deaf);
+	kill(pid, SIGKILL);
+	CHECK(tl_wait_child(pid, 10000) >= 0);
+	wait_clients(s->srv, 0);
+}
+
+struct greedy {
+	const char *url;
+	struct tl_thread th;
+	_Atomic int *stop;
+	uint64_t done;
+	int64_t worst_us;
+};
+
+static void *greedy(void *arg)
+{
+	struct greedy *g = arg;
+	zl_client *c = tl_client(g->url, T_OUT);
+	int k = zl_client_slots(c);
+	int64_t sent_at[64];
+	uint8_t req[64] = { 0 };
+	for (int i = 0; i < k; i++) {
+		int tag = zl_call_send(c, TL_T_SLOW, req, sizeof(req), T_OUT);
+		CHECK(tag >= 0);
+		sent_at[tag] = tl_now_us();
+	}
+	while (!atomic_load(g->stop)) {
+		const void *rep;
+		size_t n;
+		int tag;
+		CHECK_OK(zl_call_recv(c, &tag, &rep, &n, T_OUT));
+		int64_t dt = tl_now_us() - sent_at[tag];
+		if (dt > g->worst_us)
+			g->worst_us = dt;
+		g->done++;
+		tag = zl_call_send(c, TL_T_SLOW, req, sizeof(req), T_OUT);
+		CHECK(tag >= 0);
+		sent_at[tag] = tl_now_us();
+	}
+	zl_client_close(c);
+	return NULL;
+}
+
+static void mode_fair(struct tl_srv *s)
+{
+	s->busy_us = SLOW_US;
+	_Atomic int stop = 0;
+	struct greedy g[NFAIR];
+	for (int i = 0; i < NFAIR; i++) {
+		g[i] = (struct greedy){ .url = s->url, .stop = &stop };
+		tl_thread_start(&g[i].th, greedy, &g[i]);
+	}
+	tl_sleep_us(2000000);
+	atomic_store(&stop, 1);
+	uint64_t total = 0, least = UINT64_MAX;
+	int64_t worst = 0;
+	for (int i = 0; i < NFAIR; i++) {
+		tl_thread_join(&g[i].th, 30000);
+		total += g[i].done;
+		least = g[i].done < least ? g[i].done : least;
+		worst = g[i].worst_us > worst ? g[i].worst_us : worst;
+		printf("client %d: %" PRIu64 " requests, worst %" PRId64 " us\n", i, g[i].done,
+		       g[i].worst_us);
+	}
+	printf("fair: %d clients, %" PRIu64 " requests in 2 s, least %" PRIu64
+	       ", worst latency %" PRId64 " us (bound %d us)\n", NFAIR, total, least, worst,
+	       FAIR_BOUND_US);
+	if (timing_asserted())
+		CHECKF(worst <= FAIR_BOUND_US, "a request waited %" PRId64 " us", worst);
+	CHECKF(least * 2 * NFAIR >= total, "a client got %" PRIu64 " of %" PRIu64, least, total);
+}
+
+int main(int argc, char **argv)
+{
+	const char *scheme = tl_scheme_arg(argc, argv);
+	const char *mode = argc > 2 ? argv[2] : "kill";
+	tl_watchdog(200);
+	signal(SIGPIPE, SIG_IGN);
+	struct tl_srv s;
+	tl_srv_start(&s, scheme, NULL, NULL);
+	if (!strcmp(mode, "kill"))
+		mode_kill(&s);
+	else if (!strcmp(mode, "stall"))
+		mode_stall(&s);
+	else if (!strcmp(mode, "fair"))
+		mode_fair(&s);
+	else
+		FAIL("unknown mode %s", mode);
+	struct zl_server_info info;
+	CHECK_OK(zl_server_info(s.srv, &info));
+	printf("server: %" PRIu64 " requests, %" PRIu64 " clients total, %" PRIu64 " dropped\n",
+	       info.requests, info.clients_total, info.clients_dropped);
+	tl_srv_stop(&s);
+	return 0;
+}

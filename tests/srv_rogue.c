@@ -1,0 +1,157 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * shm: a rogue client attacks the mailbox while honest clients call.
+ * The flag array is the one memory all shm clients share (see
+ * src/server/serve.c), so the rogue finds it in its own mappings and, for
+ * a second, sets and clears every flag, forges request types, and rings
+ * its doorbell. It cannot reach another client's slots: those pages are
+ * not mapped in its process, which the test checks. Then it writes a
+ * malformed request into its own slot and must be dropped.
+ * The honest clients must get every reply right, within ROGUE_BOUND_US
+ * (a cleared flag waits at most one sweep, sweep_us = 1 ms), and the
+ * server must count the forged flags and the recovered requests.
+ */
+#include <signal.h>
+#include <stdatomic.h>
+#include <sys/wait.h>
+
+#include "srvlib.h"
+
+#define T_OUT 10000000
+#define ROGUE_BOUND_US 100000
+
+/* Find the mappings of a memfd by name in /proc/self/maps. */
+static int find_maps(const char *name, uint8_t **addr, size_t *len, int max)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	CHECK(f);
+	char line[512];
+	int n = 0;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long a, b;
+		if (!strstr(line, name) || sscanf(line, "%lx-%lx", &a, &b) != 2)
+			continue;
+		if (n < max) {
+			addr[n] = (uint8_t *)a;
+			len[n] = b - a;
+		}
+		n++;
+	}
+	fclose(f);
+	return n;
+}
+
+/* Forked before the server exists, so that it inherits no mapping: it
+ * learns the URL through a pipe. */
+static int rogue(void *arg)
+{
+	struct tl_pipe *p = arg;
+	char url[600];
+	tl_pipe_get(p, url, sizeof(url), 30000);
+	zl_client *c = tl_client(url, T_OUT);
+	tl_call_check(c, 1, 10, 1, T_OUT); /* a normal client so far */
+	uint8_t *fl[4], *sl[4];
+	size_t fll[4], sll[4];
+	CHECKF(find_maps("zipline-flags", fl, fll, 4) == 1, "flag array not mapped once");
+	/* our own slots only: nobody else's page is in this process */
+	CHECKF(find_maps("zipline-slots", sl, sll, 4) == 1, "more than our own slot page");
+	struct tl_rng r = { .s = 42 };
+	int64_t end = tl_now_us() + 1000000;
+	while (tl_now_us() < end) {
+		for (size_t i = 0; i < 4096 && i < fll[0]; i++) {
+			uint64_t x = tl_rand(&r);
+			atomic_store_explicit((_Atomic uint8_t *)&fl[0][i],
+					      (x & 3) == 0 ? (uint8_t)(x >> 8) : 0,
+					      memory_order_relaxed);
+		}
+	}
+	/* a malformed request in our own slot 0: the next sequence number,
+	 * type 0, a length beyond the slot */
+	uint8_t *slot0 = sl[0] + 64;
+	uint32_t seq;
+	memcpy(&seq, slot0, 4);
+	seq++;
+	memset(slot0 + 4, 0, 12);
+	uint32_t len = 1u << 30;
+	memcpy(slot0 + 8, &len, 4);
+	atomic_store_explicit((_Atomic uint32_t *)slot0, seq, memory_order_release);
+	memset(fl[0], 1, fll[0] < 256 ? fll[0] : 256);
+	/* the server drops us (give it a few sweeps: a call now would reuse
+	 * slot 0); the next call fails, it does not hang */
+	tl_sleep_us(50000);
+	const void *rep;
+	size_t n;
+	int rc = 0;
+	for (int i = 0; i < 100 && rc != -ECONNRESET; i++) {
+		rc = zl_call(c, 1, "x", 1, &rep, &n, 100000);
+		tl_sleep_us(10000);
+	}
+	CHECKF(rc == -ECONNRESET, "rogue's call after the malformed request: %s", zl_strerror(rc));
+	zl_client_close(c);
+	return 0;
+}
+
+struct honest {
+	const char *url;
+	int id;
+	_Atomic int *stop;
+	struct tl_thread th;
+	uint64_t calls;
+	int64_t worst_us;
+};
+
+static void *honest(void *arg)
+{
+	struct honest *h = arg;
+	zl_client *c = tl_client(h->url, T_OUT);
+	while (!atomic_load(h->stop)) {
+		int64_t t0 = tl_now_us();
+		tl_call_check(c, 2 + h->id, 100 + (size_t)h->id, h->calls + ((uint64_t)h->id << 40),
+			      T_OUT);
+		int64_t dt = tl_now_us() - t0;
+		h->worst_us = dt > h->worst_us ? dt : h->worst_us;
+		h->calls++;
+	}
+	zl_client_close(c);
+	return NULL;
+}
+
+int main(void)
+{
+	tl_watchdog(120);
+	struct tl_pipe p;
+	tl_pipe_init(&p);
+	pid_t pid = tl_fork(rogue, &p, 60);
+	struct tl_srv s;
+	tl_srv_start(&s, "shm", NULL, NULL);
+	_Atomic int stop = 0;
+	struct honest h[3];
+	for (int i = 0; i < 3; i++) {
+		h[i] = (struct honest){ .url = s.url, .id = i, .stop = &stop };
+		tl_thread_start(&h[i].th, honest, &h[i]);
+	}
+	char url[600] = { 0 };
+	snprintf(url, sizeof(url), "%s", s.url);
+	tl_pipe_put(&p, url, sizeof(url));
+	tl_reap_ok(pid, 30000);
+	atomic_store(&stop, 1);
+	int64_t worst = 0;
+	for (int i = 0; i < 3; i++) {
+		tl_thread_join(&h[i].th, 30000);
+		CHECK(h[i].calls > 0);
+		worst = h[i].worst_us > worst ? h[i].worst_us : worst;
+	}
+	struct zl_server_info info;
+	CHECK_OK(zl_server_info(s.srv, &info));
+	printf("honest: %" PRIu64 " + %" PRIu64 " + %" PRIu64 " calls, worst %" PRId64
+	       " us; server: %" PRIu64 " spurious flags, %" PRIu64 " recovered, %" PRIu64
+	       " dropped\n", h[0].calls, h[1].calls, h[2].calls, worst, info.spurious,
+	       info.recovered, info.clients_dropped);
+	CHECK(info.spurious > 0 && info.clients_dropped == 1);
+	const char *sc = getenv("ZL_TEST_SCALE");
+	if (!sc || atof(sc) >= 1.0)
+		CHECKF(worst < ROGUE_BOUND_US, "an honest call took %" PRId64 " us", worst);
+	tl_call_check(tl_client(s.url, T_OUT), 1, 10, 5, T_OUT); /* still serving */
+	tl_srv_stop(&s);
+	return 0;
+}
