@@ -38,6 +38,12 @@ static const char usage_text[] =
 	"      between two processes on two CPUs (default 200000 round trips).\n"
 	"  rawtcp   [--size S[,S...]] [--iters N] [--warmup W] [--csv FILE]\n"
 	"      blocking TCP ping-pong on 127.0.0.1 without zipline (the baseline).\n"
+	"  nto1     --url URL [--clients 1,2,4,8] [--size S] [--iters N] [--warmup W]\n"
+	"           [--csv FILE]\n"
+	"      N:1: one zl_server thread (forked, on CPU B) and N client threads (on\n"
+	"      CPU A), one call in flight each; total requests/s and per-call RTT for\n"
+	"      each N, after the 1:1 channel ping-pong at the same size as reference.\n"
+	"      Default size 64, iters 200000 for shm://, else 20000.\n"
 	"  scan     [--impl scalar,sse2,avx2] [--n 16,64,256,1024,4096] [--iters N]\n"
 	"           [--csv FILE] [--pin A] [--timer ...]\n"
 	"      not a round trip: ns per zl_scan() over N mailbox flags, none set (the\n"
@@ -148,7 +154,7 @@ int parse_pin(const char *s, int *a, int *b)
 enum {
 	O_URL = 1000, O_SIZE, O_ITERS, O_WARMUP, O_PIN, O_CSV, O_ZC, O_SERVER, O_CLIENT,
 	O_SIZES, O_PNG, O_UCX, O_TIMER, O_TIMEOUT, O_SHM_ITERS, O_SOCK_ITERS, O_HELP,
-	O_IMPL, O_N,
+	O_IMPL, O_N, O_CLIENTS,
 };
 
 static const struct option longopts[] = {
@@ -171,15 +177,20 @@ static const struct option longopts[] = {
 	{"help", no_argument, 0, O_HELP},
 	{"impl", required_argument, 0, O_IMPL},
 	{"n", required_argument, 0, O_N},
+	{"clients", required_argument, 0, O_CLIENTS},
 	{0, 0, 0, 0},
 };
 
-enum cmd { C_PINGPONG, C_FLOOR, C_COMPARE, C_RAWTCP, C_SCAN };
+enum cmd { C_PINGPONG, C_FLOOR, C_COMPARE, C_RAWTCP, C_SCAN, C_NTO1 };
 
 /* Which options each command takes: a usage error beats a silently
  * ignored flag in a benchmark. */
 static int allowed(enum cmd c, int opt)
 {
+	if (c == C_NTO1)
+		return opt == O_URL || opt == O_CLIENTS || opt == O_SIZE || opt == O_ITERS ||
+		       opt == O_WARMUP || opt == O_CSV || opt == O_PIN || opt == O_TIMER ||
+		       opt == O_TIMEOUT || opt == O_HELP;
 	if (c == C_SCAN)
 		return opt == O_IMPL || opt == O_N || opt == O_ITERS || opt == O_CSV ||
 		       opt == O_PIN || opt == O_TIMER || opt == O_HELP;
@@ -215,13 +226,15 @@ int main(int argc, char **argv)
 		cmd = C_RAWTCP;
 	else if (!strcmp(name, "scan"))
 		cmd = C_SCAN;
+	else if (!strcmp(name, "nto1"))
+		cmd = C_NTO1;
 	else if (!strcmp(name, "--help") || !strcmp(name, "-h") || !strcmp(name, "help"))
 		return usage(NULL);
 	else
 		return usage("unknown command '%s'", name);
 
 	const char *url = NULL, *csv = NULL, *png = "zl-bench-compare.png", *sizes_arg = NULL;
-	const char *impl_arg = NULL, *n_arg = NULL;
+	const char *impl_arg = NULL, *n_arg = NULL, *clients_arg = NULL;
 	uint64_t iters = 0, warmup = UINT64_MAX, shm_iters = 0, sock_iters = 0, timeout_s = 10;
 	int pin_given = 0, cpu_a = 0, cpu_b = 1, zc = 0, ucx = 0;
 	enum pp_mode mode = PP_BOTH;
@@ -273,6 +286,7 @@ int main(int argc, char **argv)
 		case O_CSV: csv = optarg; break;
 		case O_IMPL: impl_arg = optarg; break;
 		case O_N: n_arg = optarg; break;
+		case O_CLIENTS: clients_arg = optarg; break;
 		case O_PNG: png = optarg; break;
 		case O_ZC: zc = 1; break;
 		case O_UCX: ucx = 1; break;
@@ -329,7 +343,7 @@ int main(int argc, char **argv)
 		return usage("bad size list '%s' (e.g. 8,64,4k; at most 32, each <= 1g)", sizes_arg);
 
 	FILE *csvf = NULL;
-	if (csv && cmd != C_COMPARE && !(csvf = report_csv_open(csv, 0)))
+	if (csv && cmd != C_COMPARE && cmd != C_NTO1 && !(csvf = report_csv_open(csv, 0)))
 		return 1;
 
 	int rc;
@@ -398,6 +412,34 @@ int main(int argc, char **argv)
 		};
 		memcpy(o.sizes, sizes, sizeof(o.sizes));
 		rc = compare_run(&o);
+		break;
+	}
+	case C_NTO1: {
+		if (!url)
+			return usage("%s", "nto1 needs --url");
+		size_t cl[ZLB_MAX_SIZES] = {1, 2, 4, 8};
+		int ncl = 4;
+		if (clients_arg && parse_sizes(clients_arg, cl, &ncl))
+			return usage("bad --clients '%s' (e.g. 1,2,4)", clients_arg);
+		if (sizes_arg && nsizes != 1)
+			return usage("%s", "nto1 takes one --size");
+		struct nto1_opts o = {
+			.url = url,
+			.size = sizes_arg ? sizes[0] : 64,
+			.nclients = ncl,
+			.iters = iters ? iters : (!strncmp(url, "shm:", 4) ? 200000 : 20000),
+			.cpu_client = cpu_a,
+			.cpu_server = cpu_b,
+			.timeout_us = timeout_us,
+			.csv = csv,
+		};
+		o.warmup = warmup == UINT64_MAX ? o.iters / 10 : warmup;
+		for (int i = 0; i < ncl; i++) {
+			if (cl[i] < 1 || cl[i] > 1024)
+				return usage("bad client count %zu (1..1024)", cl[i]);
+			o.clients[i] = (int)cl[i];
+		}
+		rc = nto1_run(&o);
 		break;
 	}
 	default:

@@ -146,6 +146,20 @@ struct compare_opts {
 
 int compare_run(const struct compare_opts *o);
 
+struct nto1_opts {
+	const char *url;
+	size_t size;
+	int clients[ZLB_MAX_SIZES];
+	int nclients;
+	uint64_t iters, warmup;
+	int cpu_client, cpu_server;
+	int64_t timeout_us;
+	const char *csv;
+};
+
+/* N clients against one zl_server thread (nto1.c). 0 or 1. */
+int nto1_run(const struct nto1_opts *o);
+
 /* Idle cost of the mailbox scan (scan.c); impl_arg/n_arg NULL = defaults,
  * cpu ZLB_NO_CPU = not pinned. 0, 1 failure, 2 usage. */
 int scan_run(const char *impl_arg, const char *n_arg, uint64_t samples, const char *csv,
