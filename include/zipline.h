@@ -306,7 +306,7 @@ struct zl_server_opts {
 	uint32_t slot_size;   /* bytes per slot including the 16-byte header,
 	                         64..65536, multiple of 64; default 512 */
 	uint32_t max_clients; /* 1..65536; default 1024 */
-	uint64_t max_req;     /* largest request, default 4 MiB */
+	uint64_t max_req;     /* largest request, 1 .. 2^32-1; default 4 MiB */
 	int64_t spin_us;      /* idle spin before sleeping; default 50 */
 	int64_t sweep_us;     /* period of the slot-header sweep that recovers
 	                         a doorbell lost to a rogue client; default 1000 */
@@ -364,7 +364,8 @@ struct zl_server_info {
 	uint64_t clients_dropped; /* disconnected by the server: protocol
 	                             violation, or a reply that could not go */
 	uint64_t requests;        /* served (handler called) */
-	uint64_t rejected;        /* malformed requests, no handler */
+	uint64_t rejected;        /* malformed requests (their clients are
+	                             dropped), requests with no handler */
 	uint64_t spurious;        /* flags set without a valid request */
 	uint64_t recovered;       /* requests found by the sweep, not a flag */
 	uint64_t sleeps;          /* times the serving thread slept */
@@ -441,7 +442,7 @@ int zl_client_slots(const zl_client *cli);
  *   -ETIMEDOUT   no reply in time (the request stays in flight; its
  *                reply is discarded when it comes)
  *   -EMSGSIZE    len > the server's max_req
- *   -EBUSY       K requests are already in flight (zl_call_send)
+ *   -EBUSY       calls started with zl_call_send are still open
  *   -ECONNRESET  the server went away or dropped this client
  *   -EINVAL      bad type or NULL argument
  */
@@ -450,8 +451,9 @@ int zl_call(zl_client *cli, int type, const void *req, size_t len,
 
 /*
  * Pipelined calls: zl_call_send starts a request and returns its tag
- * (>= 0), waiting up to timeout_us for a free slot (-EAGAIN with timeout
- * 0, -ETIMEDOUT); zl_call_recv waits for any reply and returns its tag in
+ * (>= 0), or -EBUSY at once when K requests are in flight (collect
+ * replies first); timeout_us bounds only the wait for room in the channel
+ * (-EAGAIN with timeout 0, -ETIMEDOUT: nothing was sent); zl_call_recv waits for any reply and returns its tag in
  * *tag, with the same results as zl_call (*tag is -1 when the error is not
  * a reply: -ETIMEDOUT, -EAGAIN, -ECONNRESET). *rep is valid until the next
  * zl_call_recv or zl_call on this client.

@@ -35,8 +35,10 @@ struct zl_client {
 	int doorbell;
 	uint32_t seq[SRV_MAX_SLOTS];
 	uint8_t state[SRV_MAX_SLOTS];
-	uint8_t *buf;            /* fragmented replies, requests not sent in place */
+	uint8_t *buf;            /* fragmented replies */
 	size_t buf_cap;
+	uint8_t *sbuf;           /* requests not built in place */
+	size_t sbuf_cap;
 };
 
 static int mbox_attach(struct zl_client *c, const struct srv_welcome *w, int fds[3])
@@ -142,6 +144,7 @@ ZL_API void zl_client_close(zl_client *c)
 	if (c->doorbell >= 0)
 		close(c->doorbell);
 	free(c->buf);
+	free(c->sbuf);
 	free(c);
 }
 
@@ -194,12 +197,12 @@ static int send_msg(struct zl_client *c, uint32_t k, uint8_t type, const void *r
 	}
 	if (r != -EAGAIN && r != -EMSGSIZE)
 		return r;
-	if (srv_grow(&c->buf, &c->buf_cap, n))
+	if (srv_grow(&c->sbuf, &c->sbuf_cap, n))
 		return -ENOMEM;
-	memcpy(c->buf, &h, sizeof(h));
+	memcpy(c->sbuf, &h, sizeof(h));
 	if (len)
-		memcpy(c->buf + sizeof(h), req, len);
-	return zl_send(c->ch, c->buf, n, timeout_us);
+		memcpy(c->sbuf + sizeof(h), req, len);
+	return zl_send(c->ch, c->sbuf, n, timeout_us);
 }
 
 static void release_reply(struct zl_client *c)

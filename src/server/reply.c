@@ -196,8 +196,13 @@ ZL_API int zl_reply_commit(zl_req *rq, size_t len)
 	struct srv_rep h = { .seq = rq->seq, .slot = rq->slot };
 	memcpy(rq->rsv, &h, sizeof(h));
 	int r = zl_send_commit(rq->cl->ch, sizeof(h) + len);
-	if (r)
+	if (r == -EINVAL)
 		return r; /* len larger than reserved: still open */
+	if (r) { /* the channel failed: the reservation is gone */
+		srv_drop(rq->cl, "reply failed", r);
+		finish(rq);
+		return -ECONNRESET;
+	}
 	sent(rq->cl, sizeof(h) + len);
 	finish(rq);
 	return 0;
@@ -218,7 +223,8 @@ void srv_dispatch(struct zl_server *s, zl_req *rq)
 	if (rq->state != REQ_BUSY)
 		return; /* answered or deferred */
 	if (rq->reserved) { /* an uncommitted reservation: send it empty */
-		struct srv_rep h = { .seq = rq->seq, .slot = rq->slot, .status = r < 0 ? r : 0 };
+		int st = r < 0 && r > -4096 ? r : r < 0 ? -EIO : 0;
+		struct srv_rep h = { .seq = rq->seq, .slot = rq->slot, .status = st };
 		memcpy(rq->rsv, &h, sizeof(h));
 		zl_send_commit(rq->cl->ch, sizeof(h));
 		finish(rq);
@@ -245,6 +251,7 @@ void srv_push_pending(struct zl_server *s)
 			if (!cl->bl_head)
 				cl->bl_tail = NULL;
 			free(b);
+			r = zl_flush(cl->ch, 0); /* the send may have kept a tail */
 		}
 		if (r && r != -EAGAIN) {
 			srv_drop(cl, "reply failed", r); /* unlinks cl from pending */

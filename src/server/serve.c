@@ -75,6 +75,7 @@ void srv_attach(struct zl_server *s, struct srv_client *cl)
 		s->mbox[cl->idx] = cl;
 		if (cl->idx + 1 > s->mbox_hi)
 			s->mbox_hi = cl->idx + 1;
+		s->nmbox++;
 		s->nmbox_fence += !cl->asym;
 	} else if (cl->kind == CL_STREAM) {
 		s->nstream++;
@@ -112,8 +113,10 @@ void srv_drop(struct srv_client *cl, const char *why, int err)
 	if (cl->dead)
 		return;
 	if (why) {
-		ZL_LOG(ZL_LOG_WARN, "server: dropping client %llu: %s (%s)",
-		       (unsigned long long)cl->id, why, zl_strerror(err));
+		/* a client that went away is ordinary; a violation is worth a warning */
+		ZL_LOG(err == -ECONNRESET ? ZL_LOG_DEBUG : ZL_LOG_WARN,
+		       "server: dropping client %llu: %s (%s)", (unsigned long long)cl->id, why,
+		       zl_strerror(err));
 		if (err != -ECONNRESET)
 			CNT_ADD(s, clients_dropped, 1);
 	}
@@ -140,6 +143,7 @@ void srv_drop(struct srv_client *cl, const char *why, int err)
 		s->mbox[cl->idx] = NULL;
 		while (s->mbox_hi && !s->mbox[s->mbox_hi - 1])
 			s->mbox_hi--;
+		s->nmbox--;
 		s->nmbox_fence -= !cl->asym;
 	} else if (cl->kind == CL_STREAM) {
 		s->nstream--;
@@ -194,6 +198,7 @@ static int take_slot(struct srv_client *cl, uint32_t k, bool *valid)
 	uint32_t len = *(volatile uint32_t *)&h->len;
 	uint16_t slot = *(volatile uint16_t *)&h->slot;
 	if (type == 0 || slot != k || len > s->o.slot_size - sizeof(struct srv_hdr)) {
+		CNT_ADD(s, rejected, 1);
 		srv_drop(cl, "malformed request in its slot", -EPROTO);
 		return 0;
 	}
@@ -265,6 +270,7 @@ static int chan_request(struct srv_client *cl, const uint8_t *p, size_t n)
 	struct zl_req *rq = h.slot < s->o.slots ? &cl->req[h.slot] : NULL;
 	if (!rq || h.type == 0 || h.len != n - sizeof(h) || h.len > s->o.max_req ||
 	    rq->state != REQ_IDLE || h.seq != rq->seq) {
+		CNT_ADD(s, rejected, 1);
 		srv_drop(cl, "malformed request message", -EPROTO);
 		return 0;
 	}
@@ -392,8 +398,11 @@ static void set_sleeping(struct zl_server *s, uint32_t v)
 static int sleep_until(struct zl_server *s, int64_t deadline)
 {
 	set_sleeping(s, 1);
-	if (s->nmbox_fence || zl_membarrier_global())
-		atomic_thread_fence(memory_order_seq_cst);
+	/* our fence pairs with the fence of clients that fence themselves;
+	 * membarrier forces one on the others (they use a compiler barrier) */
+	atomic_thread_fence(memory_order_seq_cst);
+	if (s->nmbox > s->nmbox_fence)
+		zl_membarrier_global();
 	int served = round_once(s, zl_now_us());
 	if (!served && !s->pending && !s->nmore && !atomic_load_explicit(&s->stop, memory_order_acquire)) {
 		CNT_ADD(s, sleeps, 1);
@@ -442,7 +451,7 @@ ZL_API int zl_server_run(zl_server *s, int64_t timeout_us)
 	int64_t deadline = zl_deadline(timeout_us);
 	for (;;) {
 		int64_t left = deadline == ZL_NEVER ? -1 : deadline - zl_now_us();
-		if (left == 0 || left < -1)
+		if (deadline != ZL_NEVER && left <= 0)
 			return 0;
 		int r = zl_server_poll(s, left);
 		if (r == -ECANCELED)

@@ -39,7 +39,7 @@ static int opts_ok(const struct zl_server_opts *o)
 {
 	return o->slots >= 1 && o->slots <= SRV_MAX_SLOTS && o->slot_size >= 64 &&
 	       o->slot_size <= 65536 && o->slot_size % 64 == 0 && o->max_clients >= 1 &&
-	       o->max_clients <= 65536 && o->max_req >= 1 && o->max_req <= (1ull << 32) &&
+	       o->max_clients <= 65536 && o->max_req >= 1 && o->max_req <= UINT32_MAX &&
 	       o->spin_us >= -1 && o->sweep_us > 0;
 }
 

@@ -120,7 +120,7 @@ struct zl_server {
 	struct srv_client *graves;   /* dropped, to be freed */
 	uint32_t nstream, nring, nmore;
 	uint64_t rounds;
-	uint32_t nmbox_fence;        /* shm clients without membarrier */
+	uint32_t nmbox, nmbox_fence; /* shm clients; those without membarrier */
 	uint8_t *big;                /* fragmented channel requests */
 	size_t big_cap;
 	uint8_t *scratch;            /* replies larger than one record */
