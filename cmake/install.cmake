@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-# Installation: the shared library, the public header, a pkg-config file,
+# Installation: the shared library, the public headers, a pkg-config file,
 # a CMake package (zipline::zipline) and the man pages. Also registers the
 # tests that check them: install_consumer (label install) and man_pages
 # (label docs).
@@ -23,6 +23,7 @@ install(TARGETS zipline EXPORT ziplineTargets
 # (The include directory reaches zipline::zipline through the target's own
 # $<INSTALL_INTERFACE:include>.)
 install(FILES ${PROJECT_SOURCE_DIR}/include/zipline.h
+  ${PROJECT_SOURCE_DIR}/include/zipline_kv.h
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 
 # ---- pkg-config -------------------------------------------------------------
@@ -74,10 +75,12 @@ install(FILES ${ZL_MAN7} DESTINATION ${CMAKE_INSTALL_MANDIR}/man7)
 # Both are independent of how the library is compiled, so sanitizer builds
 # leave them out (the consumer would also need the sanitizer runtime).
 if(BUILD_TESTING AND NOT ZL_SANITIZE)
-  # Every function in zipline.h has a man page that groff accepts.
+  # Every function in zipline.h and zipline_kv.h has a man page that groff
+  # accepts.
   add_test(NAME man_pages
     COMMAND sh ${PROJECT_SOURCE_DIR}/docs/check-man.sh
-            ${PROJECT_SOURCE_DIR}/include/zipline.h ${PROJECT_SOURCE_DIR}/docs/man)
+            ${PROJECT_SOURCE_DIR}/include/zipline.h ${PROJECT_SOURCE_DIR}/include/zipline_kv.h
+            ${PROJECT_SOURCE_DIR}/docs/man)
   set_tests_properties(man_pages PROPERTIES LABELS docs SKIP_RETURN_CODE 77)
 
   # Install into a scratch DESTDIR and build a consumer with pkg-config and

@@ -1,0 +1,122 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * zipline key-value client: talks to zl-kvd (tools/zl-kvd) over any
+ * zipline transport (shm://, tcp://, unix://, rdma://), on top of
+ * zl_client/zl_call (zipline.h).
+ *
+ * Semantics: zl-kvd applies every request atomically, one at a time, in a
+ * single serving thread, so each operation is linearizable. Every key has a
+ * version (> 0). Versions come from one counter for the whole store: each
+ * successful write gives its key a version larger than any handed out
+ * before, so a key that was deleted and created again never repeats one
+ * (no ABA). zl_kv_cas writes only if the version is still the one read, so
+ * read-modify-write through zl_kv_rmw never loses an update. Plain
+ * zl_kv_put is last-writer-wins. A scan of more than about 1 MiB of records
+ * comes in several replies: each is a consistent snapshot, the whole scan
+ * is not (it may see writes made between replies; keys still come in
+ * strictly ascending order, each once).
+ *
+ * Limits: keys 1..ZL_KV_MAX_KEY bytes, values 0..ZL_KV_MAX_VAL bytes.
+ *
+ * Conventions as zipline.h: 0 or -errno; timeouts in microseconds (0
+ * polls, -1 waits forever). A write that fails with -ETIMEDOUT may still
+ * be applied later. Errors common to every call:
+ *   -EINVAL      NULL handle, bad key or value length
+ *   -ETIMEDOUT   no reply in time
+ *   -ECONNRESET  the server went away
+ *   -EPROTO      a malformed reply (the handle is unusable: every later
+ *                call returns -EPROTO)
+ *   -EBADMSG     the server rejected the request as malformed
+ *   -ENOMEM      out of memory, here or in the server (nothing written)
+ *   -EBUSY, -EMSGSIZE and other errors of zl_call
+ *
+ * Thread safety: a zl_kv handle is used by one thread at a time; open one
+ * per thread.
+ */
+#ifndef ZIPLINE_KV_H
+#define ZIPLINE_KV_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "zipline.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ZL_KV_MAX_KEY 1024u
+#define ZL_KV_MAX_VAL (1u << 20)
+
+typedef struct zl_kv zl_kv;
+
+/* Connect to zl-kvd at url. As zl_client_connect. */
+int zl_kv_connect(const char *url, const struct zl_opts *opts, int64_t timeout_us,
+		  zl_kv **out);
+
+/* Disconnect. NULL: no-op. */
+void zl_kv_close(zl_kv *kv);
+
+/*
+ * Read a key. *val points at the value in place (zero copy where the
+ * transport allows) until the next call on this handle. val, vlen and
+ * version may be NULL (to test for the key, or read only its version).
+ * Returns 0, or -ENOENT (no such key), or -EMSGSIZE (the value does not
+ * fit this client's max_msg).
+ */
+int zl_kv_get(zl_kv *kv, const void *key, size_t klen, const void **val, size_t *vlen,
+	      uint64_t *version, int64_t timeout_us);
+
+/* Insert or update. 0, or -ENOSPC (the server's memory limit is reached;
+ * nothing was written). */
+int zl_kv_put(zl_kv *kv, const void *key, size_t klen, const void *val, size_t vlen,
+	      int64_t timeout_us);
+
+/* Delete. 0 or -ENOENT. */
+int zl_kv_del(zl_kv *kv, const void *key, size_t klen, int64_t timeout_us);
+
+/*
+ * Compare and swap: write val only if the key's version is `expected`
+ * (0: only if the key does not exist). *new_version (may be NULL) gets the
+ * version written. 0, -ESTALE (version differs), -ENOSPC.
+ */
+int zl_kv_cas(zl_kv *kv, const void *key, size_t klen, const void *val, size_t vlen,
+	      uint64_t expected, uint64_t *new_version, int64_t timeout_us);
+
+/* Called by zl_kv_rmw with the current value (NULL, 0 if absent); writes
+ * the new value to out (cap = ZL_KV_MAX_VAL bytes) and its length to
+ * *outlen. Return 0, or a negative errno to abort the rmw with that error.
+ * It may run several times (once per attempt) and must not call other
+ * functions on the handle. */
+typedef int (*zl_kv_modify_fn)(const void *val, size_t vlen, void *out, size_t cap,
+			       size_t *outlen, void *arg);
+
+/* Read, modify with fn, write back with zl_kv_cas on the version read
+ * (0 if absent); retried on -ESTALE until timeout_us, which bounds the
+ * whole call. 0, or fn's error, or as zl_kv_cas (-ETIMEDOUT rather than
+ * -ESTALE when the time ran out), or -EINVAL (fn NULL, or *outlen over
+ * ZL_KV_MAX_VAL). */
+int zl_kv_rmw(zl_kv *kv, const void *key, size_t klen, zl_kv_modify_fn fn, void *arg,
+	      int64_t timeout_us);
+
+/* One record of a scan. Return 0 to continue, non-zero to stop early. */
+typedef int (*zl_kv_scan_fn)(const void *key, size_t klen, const void *val, size_t vlen,
+			     void *arg);
+
+/*
+ * Visit up to n (1..ZL_KV_MAX_SCAN) records in key order (bytewise, shorter
+ * first on a tie), starting at the first key >= start; slen 0 (start may be
+ * NULL) starts at the smallest key. Returns the number visited (>= 0; the
+ * record on which fn stopped counts), or an error, possibly after some
+ * records were visited. The pointers are valid during the callback, which
+ * must not call other functions on the handle. -EINVAL also for fn NULL,
+ * n out of range, slen over ZL_KV_MAX_KEY.
+ */
+#define ZL_KV_MAX_SCAN 1000u
+int zl_kv_scan(zl_kv *kv, const void *start, size_t slen, uint32_t n, zl_kv_scan_fn fn,
+	       void *arg, int64_t timeout_us);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ZIPLINE_KV_H */

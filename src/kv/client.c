@@ -1,0 +1,260 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The zl-kvd client (zipline_kv.h) on zl_client/zl_call. Requests are
+ * built in place (header, key, value in one buffer: zl_call takes one);
+ * replies are read where zl_call leaves them, so a GET's value is not
+ * copied again.
+ */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "log.h"
+#include "proto.h"
+#include "zipline_kv.h"
+
+#define ZL_API __attribute__((visibility("default")))
+
+struct zl_kv {
+	zl_client *cli;
+	bool failed;  /* a malformed reply came: every call now -EPROTO */
+	uint8_t *buf; /* requests with a value; rmw builds the value in it */
+	size_t cap;
+	uint8_t small[ZL_KVP_HDR + ZL_KV_MAX_KEY]; /* requests without one */
+	uint8_t last[ZL_KV_MAX_KEY]; /* where a paged scan continues */
+};
+
+static int64_t now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static int64_t deadline_of(int64_t timeout_us)
+{
+	return timeout_us < 0 ? -1 : now_us() + timeout_us;
+}
+
+static int64_t left_us(int64_t deadline)
+{
+	if (deadline < 0)
+		return -1;
+	int64_t l = deadline - now_us();
+	return l > 0 ? l : 0;
+}
+
+static bool key_ok(const void *key, size_t klen)
+{
+	return key && klen >= 1 && klen <= ZL_KV_MAX_KEY;
+}
+
+static int grow(zl_kv *kv, size_t need)
+{
+	if (need <= kv->cap)
+		return 0;
+	uint8_t *p = realloc(kv->buf, need);
+	if (!p)
+		return -ENOMEM;
+	kv->buf = p;
+	kv->cap = need;
+	return 0;
+}
+
+/* Send msg (a request of r->op, header included) and parse the reply.
+ * Returns the status in it, or the call's error. */
+static int call(zl_kv *kv, uint8_t op, const void *msg, size_t len, struct zl_kvp_rep *rep,
+		int64_t timeout_us)
+{
+	if (kv->failed)
+		return -EPROTO;
+	const void *p;
+	size_t n;
+	int rc = zl_call(kv->cli, op, msg, len, &p, &n, timeout_us);
+	if (rc)
+		return rc;
+	if (zl_kvp_rep_parse(op, p, n, rep)) {
+		ZL_LOG(ZL_LOG_ERROR, "kv: malformed reply to op %u (%zu bytes)", op, n);
+		kv->failed = true;
+		return -EPROTO;
+	}
+	return rep->status;
+}
+
+/* A request without a value, in kv->small. */
+static int call_small(zl_kv *kv, const struct zl_kvp_req *r, const void *key,
+		      struct zl_kvp_rep *rep, int64_t timeout_us)
+{
+	zl_kvp_req_hdr(r, kv->small);
+	if (r->klen)
+		memcpy(kv->small + ZL_KVP_HDR, key, r->klen);
+	return call(kv, r->op, kv->small, ZL_KVP_HDR + r->klen, rep, timeout_us);
+}
+
+ZL_API int zl_kv_connect(const char *url, const struct zl_opts *opts, int64_t timeout_us,
+			 zl_kv **out)
+{
+	if (!url || !out)
+		return -EINVAL;
+	zl_kv *kv = calloc(1, sizeof(*kv));
+	if (!kv)
+		return -ENOMEM;
+	int rc = zl_client_connect(url, opts, timeout_us, &kv->cli);
+	if (rc) {
+		free(kv);
+		return rc;
+	}
+	*out = kv;
+	return 0;
+}
+
+ZL_API void zl_kv_close(zl_kv *kv)
+{
+	if (!kv)
+		return;
+	zl_client_close(kv->cli);
+	free(kv->buf);
+	free(kv);
+}
+
+ZL_API int zl_kv_get(zl_kv *kv, const void *key, size_t klen, const void **val, size_t *vlen,
+		     uint64_t *version, int64_t timeout_us)
+{
+	if (!kv || !key_ok(key, klen))
+		return -EINVAL;
+	struct zl_kvp_req r = { .op = ZL_KVP_GET, .klen = (uint32_t)klen };
+	struct zl_kvp_rep rep;
+	int rc = call_small(kv, &r, key, &rep, timeout_us);
+	if (rc)
+		return rc;
+	if (val)
+		*val = rep.body;
+	if (vlen)
+		*vlen = rep.blen;
+	if (version)
+		*version = rep.ver;
+	return 0;
+}
+
+ZL_API int zl_kv_del(zl_kv *kv, const void *key, size_t klen, int64_t timeout_us)
+{
+	if (!kv || !key_ok(key, klen))
+		return -EINVAL;
+	struct zl_kvp_req r = { .op = ZL_KVP_DEL, .klen = (uint32_t)klen };
+	struct zl_kvp_rep rep;
+	return call_small(kv, &r, key, &rep, timeout_us);
+}
+
+/* PUT or CAS of the request in kv->buf, whose value (vlen bytes) is
+ * already in place after the key. */
+static int write_call(zl_kv *kv, uint8_t op, size_t klen, size_t vlen, uint64_t expected,
+		      uint64_t *new_version, int64_t timeout_us)
+{
+	struct zl_kvp_req r = { .op = op, .klen = (uint32_t)klen, .vlen = (uint32_t)vlen,
+				.expected = expected };
+	zl_kvp_req_hdr(&r, kv->buf);
+	struct zl_kvp_rep rep;
+	int rc = call(kv, op, kv->buf, ZL_KVP_HDR + klen + vlen, &rep, timeout_us);
+	if (!rc && new_version)
+		*new_version = rep.ver;
+	return rc;
+}
+
+static int write_kv(zl_kv *kv, uint8_t op, const void *key, size_t klen, const void *val,
+		    size_t vlen, uint64_t expected, uint64_t *new_version, int64_t timeout_us)
+{
+	if (!kv || !key_ok(key, klen) || vlen > ZL_KV_MAX_VAL || (!val && vlen))
+		return -EINVAL;
+	int rc = grow(kv, ZL_KVP_HDR + klen + vlen);
+	if (rc)
+		return rc;
+	memcpy(kv->buf + ZL_KVP_HDR, key, klen);
+	if (vlen)
+		memcpy(kv->buf + ZL_KVP_HDR + klen, val, vlen);
+	return write_call(kv, op, klen, vlen, expected, new_version, timeout_us);
+}
+
+ZL_API int zl_kv_put(zl_kv *kv, const void *key, size_t klen, const void *val, size_t vlen,
+		     int64_t timeout_us)
+{
+	return write_kv(kv, ZL_KVP_PUT, key, klen, val, vlen, 0, NULL, timeout_us);
+}
+
+ZL_API int zl_kv_cas(zl_kv *kv, const void *key, size_t klen, const void *val, size_t vlen,
+		     uint64_t expected, uint64_t *new_version, int64_t timeout_us)
+{
+	return write_kv(kv, ZL_KVP_CAS, key, klen, val, vlen, expected, new_version, timeout_us);
+}
+
+ZL_API int zl_kv_rmw(zl_kv *kv, const void *key, size_t klen, zl_kv_modify_fn fn, void *arg,
+		     int64_t timeout_us)
+{
+	if (!kv || !key_ok(key, klen) || !fn)
+		return -EINVAL;
+	int64_t deadline = deadline_of(timeout_us);
+	/* fn writes the new value straight behind the key of the CAS */
+	int rc = grow(kv, ZL_KVP_HDR + klen + ZL_KV_MAX_VAL);
+	if (rc)
+		return rc;
+	memcpy(kv->buf + ZL_KVP_HDR, key, klen);
+	uint8_t *out = kv->buf + ZL_KVP_HDR + klen;
+	for (;;) {
+		const void *val = NULL;
+		size_t vlen = 0, outlen = 0;
+		uint64_t ver = 0;
+		rc = zl_kv_get(kv, key, klen, &val, &vlen, &ver, left_us(deadline));
+		if (rc == -ENOENT) {
+			val = NULL;
+			vlen = 0;
+			ver = 0; /* CAS with 0: only if still absent */
+		} else if (rc) {
+			return rc;
+		}
+		rc = fn(val, vlen, out, ZL_KV_MAX_VAL, &outlen, arg);
+		if (rc)
+			return rc < 0 ? rc : -EINVAL;
+		if (outlen > ZL_KV_MAX_VAL)
+			return -EINVAL;
+		rc = write_call(kv, ZL_KVP_CAS, klen, outlen, ver, NULL, left_us(deadline));
+		if (rc != -ESTALE)
+			return rc;
+		if (deadline >= 0 && now_us() >= deadline)
+			return -ETIMEDOUT;
+	}
+}
+
+ZL_API int zl_kv_scan(zl_kv *kv, const void *start, size_t slen, uint32_t n, zl_kv_scan_fn fn,
+		      void *arg, int64_t timeout_us)
+{
+	if (!kv || slen > ZL_KV_MAX_KEY || (slen && !start) || !n || n > ZL_KV_MAX_SCAN || !fn)
+		return -EINVAL;
+	int64_t deadline = deadline_of(timeout_us);
+	struct zl_kvp_req r = { .op = ZL_KVP_SCAN, .klen = (uint32_t)slen };
+	uint32_t seen = 0;
+	/* A reply holds about 1 MiB of records: continue after the last key
+	 * until n records or the end. */
+	for (;;) {
+		r.n = n - seen;
+		struct zl_kvp_rep rep;
+		int rc = call_small(kv, &r, start, &rep, left_us(deadline));
+		if (rc)
+			return rc;
+		const uint8_t *p = rep.body, *end = p + rep.blen, *k = NULL, *v;
+		uint32_t kl = 0, vl;
+		for (uint32_t i = 0; i < rep.count; i++) {
+			if (zl_kvp_rec_next(&p, end, &k, &kl, &v, &vl))
+				return -EPROTO; /* checked by the parse: changed since */
+			seen++;
+			if (fn(k, kl, v, vl, arg))
+				return (int)seen;
+		}
+		if (!(rep.flags & ZL_KVP_MORE) || !rep.count || seen >= n)
+			return (int)seen;
+		memcpy(kv->last, k, kl);
+		start = kv->last;
+		r.klen = kl;
+		r.flags = ZL_KVP_EXCL;
+	}
+}

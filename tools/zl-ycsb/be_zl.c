@@ -1,0 +1,145 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * zl://URL -- zl-kvd through the zipline key-value client (zipline_kv.h):
+ * the part after "zl://" is a zipline URL (shm://NAME, tcp://HOST:PORT,
+ * unix:///path, rdma://...). One zl_kv handle per thread.
+ *   read    zl_kv_get      update, insert   zl_kv_put
+ *   scan    zl_kv_scan     rmw   zl_kv_rmw (atomic: compare-and-swap)
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ycsb.h"
+
+#include "zipline_kv.h"
+
+struct zh {
+	zl_kv *kv;
+	int64_t timeout_us;
+	char err[160];
+};
+
+static int fail(struct zh *z, int rc, const char *what)
+{
+	snprintf(z->err, sizeof(z->err), "zl-kvd: %s: %s", what, zl_strerror(rc));
+	return rc;
+}
+
+static int zh_open(const char *addr, const struct be_conf *cf, void **h)
+{
+	struct zh *z = calloc(1, sizeof(*z));
+	if (!z)
+		return -ENOMEM;
+	*h = z;
+	z->timeout_us = cf->timeout_us;
+	if (cf->recsize > ZL_KV_MAX_VAL || cf->maxscan > ZL_KV_MAX_SCAN) {
+		snprintf(z->err, sizeof(z->err), "zl-kvd: records up to %u B, scans up to %u",
+			 ZL_KV_MAX_VAL, ZL_KV_MAX_SCAN);
+		return -EINVAL;
+	}
+	uint64_t deadline = now_ns() + (uint64_t)cf->timeout_us * 1000;
+	int rc;
+	for (;;) { /* the server may still be starting */
+		int64_t left = (int64_t)(deadline - now_ns()) / 1000;
+		rc = zl_kv_connect(addr, NULL, left > 0 ? left : 0, &z->kv);
+		if ((rc != -ECONNREFUSED && rc != -ENOENT) || left <= 50000)
+			break;
+		usleep(50000);
+	}
+	return rc < 0 ? fail(z, rc, addr) : 0;
+}
+
+static void zh_close(void *h)
+{
+	struct zh *z = h;
+	if (z)
+		zl_kv_close(z->kv);
+	free(z);
+}
+
+static const char *zh_error(void *h)
+{
+	return ((struct zh *)h)->err;
+}
+
+static int zh_read(void *h, const char *key, size_t klen, size_t *vlen)
+{
+	struct zh *z = h;
+	const void *v;
+	int rc = zl_kv_get(z->kv, key, klen, &v, vlen, NULL, z->timeout_us);
+	return rc < 0 && rc != -ENOENT ? fail(z, rc, "get") : rc;
+}
+
+static int zh_put(void *h, const char *key, size_t klen, const void *val, size_t vlen)
+{
+	struct zh *z = h;
+	int rc = zl_kv_put(z->kv, key, klen, val, vlen, z->timeout_us);
+	return rc < 0 ? fail(z, rc, "put") : rc;
+}
+
+struct scan_arg {
+	uint32_t n;
+};
+
+static int count_one(const void *key, size_t klen, const void *val, size_t vlen, void *arg)
+{
+	((struct scan_arg *)arg)->n++;
+	return 0;
+}
+
+static int zh_scan(void *h, const char *key, size_t klen, uint32_t n, uint32_t *got)
+{
+	struct zh *z = h;
+	struct scan_arg a = {0};
+	int rc = zl_kv_scan(z->kv, key, klen, n, count_one, &a, z->timeout_us);
+	if (rc < 0)
+		return fail(z, rc, "scan");
+	*got = (uint32_t)rc;
+	return 0;
+}
+
+struct rmw_arg {
+	const void *val;
+	size_t vlen, oldlen;
+};
+
+/* The modification: the new record replaces the old one whole
+ * (writeallfields=true); we only note what was read. */
+static int modify(const void *val, size_t vlen, void *out, size_t cap, size_t *outlen, void *arg)
+{
+	struct rmw_arg *a = arg;
+	if (!val)
+		return -ENOENT; /* the key is gone: a failed rmw, as a failed read */
+	if (a->vlen > cap)
+		return -EMSGSIZE;
+	a->oldlen = vlen;
+	memcpy(out, a->val, a->vlen);
+	*outlen = a->vlen;
+	return 0;
+}
+
+static int zh_rmw(void *h, const char *key, size_t klen, const void *val, size_t vlen,
+		  size_t *oldlen)
+{
+	struct zh *z = h;
+	struct rmw_arg a = {.val = val, .vlen = vlen};
+	int rc = zl_kv_rmw(z->kv, key, klen, modify, &a, z->timeout_us);
+	*oldlen = a.oldlen;
+	return rc < 0 && rc != -ENOENT ? fail(z, rc, "rmw") : rc;
+}
+
+const struct backend be_zl = {
+	.scheme = "zl://",
+	.open = zh_open,
+	.close = zh_close,
+	.error = zh_error,
+	.read = zh_read,
+	.update = zh_put,
+	.insert = zh_put,
+	.scan = zh_scan,
+	.rmw = zh_rmw,
+	.scan_how = "zl_kv_scan (ordered by the server)",
+};
