@@ -138,7 +138,9 @@ static void mode_kill(struct tl_srv *s)
 	atomic_store(&stop, 1);
 	join_honest(h, 3, "kill");
 	wait_clients(s->srv, 0);
-	tl_call_check(tl_client(s->url, T_OUT), 1, 100, 1, T_OUT); /* still serving */
+	zl_client *after = tl_client(s->url, T_OUT); /* still serving */
+	tl_call_check(after, 1, 100, 1, T_OUT);
+	zl_client_close(after);
 }
 
 static int stop_child(void *arg)

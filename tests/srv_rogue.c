@@ -151,7 +151,9 @@ int main(void)
 	const char *sc = getenv("ZL_TEST_SCALE");
 	if (!sc || atof(sc) >= 1.0)
 		CHECKF(worst < ROGUE_BOUND_US, "an honest call took %" PRId64 " us", worst);
-	tl_call_check(tl_client(s.url, T_OUT), 1, 10, 5, T_OUT); /* still serving */
+	zl_client *after = tl_client(s.url, T_OUT); /* still serving */
+	tl_call_check(after, 1, 10, 5, T_OUT);
+	zl_client_close(after);
 	tl_srv_stop(&s);
 	return 0;
 }
