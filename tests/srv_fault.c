@@ -39,52 +39,10 @@ static bool timing_asserted(void)
 	return !sc || atof(sc) >= 1.0;
 }
 
-struct honest {
-	const char *url;
-	int id;
-	_Atomic int *stop;
-	struct tl_thread th;
+static void join_honest(struct tl_honest *h, int n, const char *what)
+{
 	uint64_t calls;
-	int64_t worst_us;
-};
-
-static void *honest(void *arg)
-{
-	struct honest *h = arg;
-	zl_client *c = tl_client(h->url, T_OUT);
-	struct tl_rng r = { .s = (uint64_t)h->id * 7919 };
-	while (!atomic_load(h->stop)) {
-		size_t len = tl_rand_below(&r, 600);
-		int64_t t0 = tl_now_us();
-		tl_call_check(c, 1 + (int)tl_rand_below(&r, 4), len, h->calls + ((uint64_t)h->id << 40),
-			      T_OUT);
-		int64_t dt = tl_now_us() - t0;
-		if (dt > h->worst_us)
-			h->worst_us = dt;
-		h->calls++;
-	}
-	zl_client_close(c);
-	return NULL;
-}
-
-static void start_honest(struct honest *h, int n, const char *url, _Atomic int *stop)
-{
-	for (int i = 0; i < n; i++) {
-		h[i] = (struct honest){ .url = url, .id = i + 1, .stop = stop };
-		tl_thread_start(&h[i].th, honest, &h[i]);
-	}
-}
-
-static void join_honest(struct honest *h, int n, const char *what)
-{
-	int64_t worst = 0;
-	uint64_t calls = 0;
-	for (int i = 0; i < n; i++) {
-		tl_thread_join(&h[i].th, 30000);
-		CHECKF(h[i].calls > 0, "honest client %d made no call", i);
-		calls += h[i].calls;
-		worst = h[i].worst_us > worst ? h[i].worst_us : worst;
-	}
+	int64_t worst = tl_honest_join(h, n, &calls);
 	printf("%s: honest clients made %" PRIu64 " calls, worst %" PRId64 " us\n", what, calls,
 	       worst);
 	if (!strcmp(what, "stall") && timing_asserted())
@@ -122,8 +80,8 @@ static void wait_clients(zl_server *srv, uint64_t want)
 static void mode_kill(struct tl_srv *s)
 {
 	_Atomic int stop = 0;
-	struct honest h[3];
-	start_honest(h, 3, s->url, &stop);
+	struct tl_honest h[3];
+	tl_honest_start(h, 3, s->url, &stop);
 	for (int round = 0; round < 6; round++) {
 		pid_t pid = tl_fork(greedy_child, s->url, 60);
 		tl_sleep_us(50000 + 20000 * round);
@@ -164,8 +122,8 @@ static void mode_stall(struct tl_srv *s)
 	pid_t pid = tl_fork(stop_child, s->url, 60);
 	tl_sleep_us(100000);
 	_Atomic int stop = 0;
-	struct honest h[3];
-	start_honest(h, 3, s->url, &stop);
+	struct tl_honest h[3];
+	tl_honest_start(h, 3, s->url, &stop);
 	tl_sleep_us(1000000);
 	atomic_store(&stop, 1);
 	join_honest(h, 3, "stall");

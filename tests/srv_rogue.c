@@ -91,31 +91,6 @@ static int rogue(void *arg)
 	return 0;
 }
 
-struct honest {
-	const char *url;
-	int id;
-	_Atomic int *stop;
-	struct tl_thread th;
-	uint64_t calls;
-	int64_t worst_us;
-};
-
-static void *honest(void *arg)
-{
-	struct honest *h = arg;
-	zl_client *c = tl_client(h->url, T_OUT);
-	while (!atomic_load(h->stop)) {
-		int64_t t0 = tl_now_us();
-		tl_call_check(c, 2 + h->id, 100 + (size_t)h->id, h->calls + ((uint64_t)h->id << 40),
-			      T_OUT);
-		int64_t dt = tl_now_us() - t0;
-		h->worst_us = dt > h->worst_us ? dt : h->worst_us;
-		h->calls++;
-	}
-	zl_client_close(c);
-	return NULL;
-}
-
 int main(void)
 {
 	tl_watchdog(120);
@@ -125,28 +100,20 @@ int main(void)
 	struct tl_srv s;
 	tl_srv_start(&s, "shm", NULL, NULL);
 	_Atomic int stop = 0;
-	struct honest h[3];
-	for (int i = 0; i < 3; i++) {
-		h[i] = (struct honest){ .url = s.url, .id = i, .stop = &stop };
-		tl_thread_start(&h[i].th, honest, &h[i]);
-	}
+	struct tl_honest h[3];
+	tl_honest_start(h, 3, s.url, &stop);
 	char url[600] = { 0 };
 	snprintf(url, sizeof(url), "%s", s.url);
 	tl_pipe_put(&p, url, sizeof(url));
 	tl_reap_ok(pid, 30000);
 	atomic_store(&stop, 1);
-	int64_t worst = 0;
-	for (int i = 0; i < 3; i++) {
-		tl_thread_join(&h[i].th, 30000);
-		CHECK(h[i].calls > 0);
-		worst = h[i].worst_us > worst ? h[i].worst_us : worst;
-	}
+	uint64_t calls;
+	int64_t worst = tl_honest_join(h, 3, &calls);
 	struct zl_server_info info;
 	CHECK_OK(zl_server_info(s.srv, &info));
-	printf("honest: %" PRIu64 " + %" PRIu64 " + %" PRIu64 " calls, worst %" PRId64
-	       " us; server: %" PRIu64 " spurious flags, %" PRIu64 " recovered, %" PRIu64
-	       " dropped\n", h[0].calls, h[1].calls, h[2].calls, worst, info.spurious,
-	       info.recovered, info.clients_dropped);
+	printf("honest: %" PRIu64 " calls, worst %" PRId64 " us; server: %" PRIu64
+	       " spurious flags, %" PRIu64 " recovered, %" PRIu64 " dropped\n", calls, worst,
+	       info.spurious, info.recovered, info.clients_dropped);
 	CHECK(info.spurious > 0 && info.clients_dropped == 1);
 	const char *sc = getenv("ZL_TEST_SCALE");
 	if (!sc || atof(sc) >= 1.0)

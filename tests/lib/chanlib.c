@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #endif
 #include "chanlib.h"
+#include "sockutil.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -339,22 +340,6 @@ void tl_dead_url(const char *scheme, char *buf, size_t cap)
 
 void tl_send_fds(int sock, const void *buf, size_t len, const int *fds, int nfds)
 {
-	union {
-		char b[CMSG_SPACE(sizeof(int) * 8)];
-		struct cmsghdr align;
-	} u;
-	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
-	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
-	CHECK(nfds >= 0 && nfds <= 8);
-	if (nfds) {
-		memset(&u, 0, sizeof(u));
-		m.msg_control = u.b;
-		m.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)nfds);
-		struct cmsghdr *c = CMSG_FIRSTHDR(&m);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)nfds);
-		memcpy(CMSG_DATA(c), fds, sizeof(int) * (size_t)nfds);
-	}
-	CHECKF(sendmsg(sock, &m, MSG_NOSIGNAL) == (ssize_t)len, "sendmsg: %s", strerror(errno));
+	int r = zl_send_fds(sock, buf, len, fds, nfds);
+	CHECKF(r == 0, "zl_send_fds: %s", zl_strerror(r));
 }

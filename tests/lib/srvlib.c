@@ -124,3 +124,42 @@ void tl_call_check(zl_client *c, int type, size_t len, uint64_t id, int64_t time
 	free(req);
 	free(want);
 }
+
+static void *honest(void *arg)
+{
+	struct tl_honest *h = arg;
+	zl_client *c = tl_client(h->url, 10000000);
+	struct tl_rng r = { .s = (uint64_t)h->id * 7919 };
+	while (!atomic_load(h->stop)) {
+		size_t len = tl_rand_below(&r, 600);
+		int64_t t0 = tl_now_us();
+		tl_call_check(c, 1 + (int)tl_rand_below(&r, 4), len, h->calls + ((uint64_t)h->id << 40),
+			      10000000);
+		int64_t dt = tl_now_us() - t0;
+		h->worst_us = dt > h->worst_us ? dt : h->worst_us;
+		h->calls++;
+	}
+	zl_client_close(c);
+	return NULL;
+}
+
+void tl_honest_start(struct tl_honest *h, int n, const char *url, _Atomic int *stop)
+{
+	for (int i = 0; i < n; i++) {
+		h[i] = (struct tl_honest){ .url = url, .id = i + 1, .stop = stop };
+		tl_thread_start(&h[i].th, honest, &h[i]);
+	}
+}
+
+int64_t tl_honest_join(struct tl_honest *h, int n, uint64_t *calls)
+{
+	int64_t worst = 0;
+	*calls = 0;
+	for (int i = 0; i < n; i++) {
+		tl_thread_join(&h[i].th, 30000);
+		CHECKF(h[i].calls > 0, "honest client %d made no call", i);
+		*calls += h[i].calls;
+		worst = h[i].worst_us > worst ? h[i].worst_us : worst;
+	}
+	return worst;
+}

@@ -13,6 +13,8 @@
 #ifndef ZL_SRVLIB_H
 #define ZL_SRVLIB_H
 
+#include <stdatomic.h>
+
 #include "chanlib.h"
 
 #define TL_T_DEFER 7
@@ -47,5 +49,19 @@ void tl_echo(int type, const void *in, size_t len, void *out);
 void tl_call_check(zl_client *c, int type, size_t len, uint64_t id, int64_t timeout_us);
 
 zl_client *tl_client(const char *url, int64_t timeout_us);
+
+/* Honest clients: threads calling with random types (1..4) and sizes
+ * (< 600 B), checking every reply and timing every call, until *stop. */
+struct tl_honest {
+	const char *url;
+	int id;
+	_Atomic int *stop;
+	struct tl_thread th;
+	uint64_t calls;
+	int64_t worst_us;
+};
+void tl_honest_start(struct tl_honest *h, int n, const char *url, _Atomic int *stop);
+/* Join them; FAIL if one made no call. Returns the worst call in us. */
+int64_t tl_honest_join(struct tl_honest *h, int n, uint64_t *calls);
 
 #endif

@@ -152,14 +152,9 @@ static int run_clients(const struct nto1_opts *o, const char *url, int n, pid_t 
 	stats_compute(all, off, t1 - t0, r);
 	r->size = o->size;
 	r->iters = off;
-	char m[32], p99[32], p999[32], mx[32], rate[32];
-	fmt_us(m, sizeof(m), r->median_us);
-	fmt_us(p99, sizeof(p99), r->p99_us);
-	fmt_us(p999, sizeof(p999), r->p999_us);
-	fmt_us(mx, sizeof(mx), r->max_us);
-	fmt_rate(rate, sizeof(rate), r->rt_per_s);
-	printf("%8d %11s %9s %9s %9s %5s %14s\n", n, m, p99, p999, mx, "", rate);
-	fflush(stdout);
+	struct result row = *r;
+	row.size = (size_t)n; /* the first column counts clients here */
+	report_row(&row);
 	load_check(&l0, &l1);
 	if (csv)
 		fprintf(csv, "nto1,%s,%d,%zu,%llu,%.4f,%.4f,%.4f,%.4f,%.1f,%s\n", o->url, n, o->size,
