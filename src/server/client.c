@@ -27,6 +27,7 @@ struct zl_client {
 	uint32_t slots, slot_size;
 	uint64_t max_req;
 	uint64_t busy;           /* bit k: slot k in flight */
+	uint32_t nabandoned;     /* slots of calls that timed out */
 	uint8_t *page;
 	size_t page_len;
 	uint8_t *flags_map;
@@ -251,12 +252,30 @@ ZL_API int zl_call_send(zl_client *c, int type, const void *req, size_t len,
 
 /* ---- receiving --------------------------------------------------------- */
 
-/* Time left until deadline as a timeout argument (0 if past). */
-static int64_t left_us(int64_t deadline)
+/* A wait bound that reads the clock only when one call may wait more than
+ * once: when replies of abandoned calls may come first. */
+struct wt {
+	int64_t timeout;
+	int64_t deadline;
+	bool armed;
+};
+
+static struct wt wt_start(const struct zl_client *c, int64_t timeout_us)
 {
-	if (deadline == ZL_NEVER)
-		return -1;
-	int64_t left = deadline - zl_now_us();
+	struct wt w = { .timeout = timeout_us };
+	if (c->nabandoned && timeout_us > 0) {
+		w.deadline = zl_deadline(timeout_us);
+		w.armed = true;
+	}
+	return w;
+}
+
+/* Time left as a timeout argument (0 if past). */
+static int64_t wt_left(const struct wt *w)
+{
+	if (!w->armed)
+		return w->timeout;
+	int64_t left = w->deadline - zl_now_us();
 	return left > 0 ? left : 0;
 }
 
@@ -272,19 +291,20 @@ static int fail(struct zl_client *c, int r)
 
 /* The next reply, whichever slot it answers; frees that slot. 0 with *k,
  * *status, *rep, *len; or -ETIMEDOUT, -EAGAIN, -ECONNRESET, -EPROTO. */
-static int next_reply(struct zl_client *c, int64_t deadline, bool poll, uint32_t *k,
+static int next_reply(struct zl_client *c, const struct wt *w, uint32_t *k,
 		      int *status, const void **rep, size_t *len)
 {
 	const uint8_t *p;
 	size_t n;
 	release_reply(c);
-	int r = zl_recv_peek(c->ch, (const void **)&p, &n, poll ? 0 : left_us(deadline));
+	bool poll = w->timeout == 0;
+	int r = zl_recv_peek(c->ch, (const void **)&p, &n, wt_left(w));
 	if (!r) {
 		c->peeked = true;
 	} else if (r == -EMSGSIZE) { /* fragmented: gather it in our buffer */
 		r = srv_grow(&c->buf, &c->buf_cap, n);
 		if (!r)
-			r = zl_recv(c->ch, c->buf, c->buf_cap, &n, poll ? 0 : left_us(deadline));
+			r = zl_recv(c->ch, c->buf, c->buf_cap, &n, wt_left(w));
 		p = c->buf;
 	}
 	if (r)
@@ -305,7 +325,7 @@ static int next_reply(struct zl_client *c, int64_t deadline, bool poll, uint32_t
 }
 
 /* Wait for a reply to a live call; replies to abandoned calls are dropped. */
-static int recv_live(struct zl_client *c, int64_t deadline, bool poll, int *tag,
+static int recv_live(struct zl_client *c, const struct wt *w, int *tag,
 		     const void **rep, size_t *len)
 {
 	*tag = -1;
@@ -314,10 +334,11 @@ static int recv_live(struct zl_client *c, int64_t deadline, bool poll, int *tag,
 	for (;;) {
 		uint32_t k;
 		int status;
-		int r = next_reply(c, deadline, poll, &k, &status, rep, len);
+		int r = next_reply(c, w, &k, &status, rep, len);
 		if (r)
 			return r;
 		bool abandoned = c->state[k] == SLOT_ABANDONED;
+		c->nabandoned -= abandoned;
 		c->state[k] = SLOT_FREE;
 		if (!abandoned) {
 			*tag = (int)k;
@@ -332,7 +353,8 @@ ZL_API int zl_call_recv(zl_client *c, int *tag, const void **rep, size_t *replen
 	int t;
 	if (!c || !rep || !replen)
 		return -EINVAL;
-	int r = recv_live(c, zl_deadline(timeout_us), timeout_us == 0, &t, rep, replen);
+	struct wt w = wt_start(c, timeout_us);
+	int r = recv_live(c, &w, &t, rep, replen);
 	if (tag)
 		*tag = t;
 	return r;
@@ -346,23 +368,25 @@ ZL_API int zl_call(zl_client *c, int type, const void *req, size_t len, const vo
 	for (uint32_t k = 0; k < c->slots; k++)
 		if (c->state[k] == SLOT_BUSY)
 			return -EBUSY; /* pipelined calls are open */
-	int64_t deadline = zl_deadline(timeout_us);
-	bool poll = timeout_us == 0;
+	struct wt w = wt_start(c, timeout_us);
 	int tag;
-	while ((tag = zl_call_send(c, type, req, len, left_us(deadline))) == -EBUSY) {
+	while ((tag = zl_call_send(c, type, req, len, wt_left(&w))) == -EBUSY) {
 		/* every slot belongs to an abandoned call: take one back */
 		uint32_t k;
 		int status;
-		int r = next_reply(c, deadline, poll, &k, &status, rep, replen);
+		int r = next_reply(c, &w, &k, &status, rep, replen);
 		if (r)
 			return r;
+		c->nabandoned--;
 		c->state[k] = SLOT_FREE;
 	}
 	if (tag < 0)
 		return tag;
 	int t;
-	int r = recv_live(c, deadline, poll, &t, rep, replen);
-	if (t < 0 && (r == -ETIMEDOUT || r == -EAGAIN))
+	int r = recv_live(c, &w, &t, rep, replen);
+	if (t < 0 && (r == -ETIMEDOUT || r == -EAGAIN)) {
 		c->state[tag] = SLOT_ABANDONED;
+		c->nabandoned++;
+	}
 	return r;
 }

@@ -32,7 +32,8 @@
 #include "ringchan.h"
 #include "server.h"
 
-#define EPOLL_EVERY 64  /* rounds between nonblocking epoll looks (shm only) */
+#define EPOLL_EVERY 4096 /* rounds between nonblocking epoll looks (shm only): a
+                          * syscall costs more than a round trip */
 #define MAX_EVENTS 64
 
 static struct srv_hdr *slot_hdr(struct srv_client *cl, uint32_t k)
@@ -416,47 +417,51 @@ static int sleep_until(struct zl_server *s, int64_t deadline)
 	return served;
 }
 
-ZL_API int zl_server_poll(zl_server *s, int64_t timeout_us)
+/* Serve until the deadline or a stop; with once, return as soon as a round
+ * served something (zl_server_poll). The clock costs more than an idle
+ * round, so it is read every 64th (INT64_MIN tells round_once not to
+ * consider the sweep); the spin window restarts after work. */
+static int serve(struct zl_server *s, int64_t timeout_us, bool once)
 {
-	if (!s)
-		return -EINVAL;
-	int64_t start = zl_now_us();
+	int64_t now = zl_now_us();
 	int64_t deadline = zl_deadline(timeout_us);
-	int64_t spin_end = s->o.spin_us < 0 ? deadline : start + s->o.spin_us;
+	int64_t spin_end = s->o.spin_us < 0 ? deadline : now + s->o.spin_us;
+	bool worked = false;
 	for (uint32_t i = 0;; i++) {
 		if (atomic_load_explicit(&s->stop, memory_order_acquire)) {
 			atomic_store_explicit(&s->stop, false, memory_order_relaxed);
 			return -ECANCELED;
 		}
-		/* the clock costs more than an idle round: read it every 64th;
-		 * INT64_MIN tells round_once not to consider the sweep */
-		int64_t now = (i & 63) == 0 ? zl_now_us() : INT64_MIN;
+		now = (i & 63) == 0 ? zl_now_us() : INT64_MIN;
+		if (now != INT64_MIN && worked) {
+			worked = false;
+			spin_end = s->o.spin_us < 0 ? deadline : now + s->o.spin_us;
+		}
 		int served = round_once(s, now);
 		if (!served && now != INT64_MIN && now >= spin_end && timeout_us != 0 &&
 		    now < deadline)
 			served = sleep_until(s, deadline);
-		srv_bury(s);
-		if (served)
+		if (s->graves)
+			srv_bury(s);
+		if (served && once)
 			return served;
+		worked |= served > 0;
 		if (timeout_us == 0 || (now != INT64_MIN && now >= deadline))
 			return 0;
-		zl_cpu_relax();
+		if (!served)
+			zl_cpu_relax();
 	}
+}
+
+ZL_API int zl_server_poll(zl_server *s, int64_t timeout_us)
+{
+	return s ? serve(s, timeout_us, true) : -EINVAL;
 }
 
 ZL_API int zl_server_run(zl_server *s, int64_t timeout_us)
 {
 	if (!s)
 		return -EINVAL;
-	int64_t deadline = zl_deadline(timeout_us);
-	for (;;) {
-		int64_t left = deadline == ZL_NEVER ? -1 : deadline - zl_now_us();
-		if (deadline != ZL_NEVER && left <= 0)
-			return 0;
-		int r = zl_server_poll(s, left);
-		if (r == -ECANCELED)
-			return 0;
-		if (r < 0)
-			return r;
-	}
+	int r = serve(s, timeout_us, false);
+	return r == -ECANCELED ? 0 : r;
 }
