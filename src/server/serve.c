@@ -32,8 +32,8 @@
 #include "ringchan.h"
 #include "server.h"
 
-#define EPOLL_EVERY 4096 /* rounds between nonblocking epoll looks (shm only): a
-                          * syscall costs more than a round trip */
+#define EPOLL_US 100 /* between nonblocking epoll looks when only shm clients
+                      * are served: a syscall costs more than a round trip */
 #define MAX_EVENTS 64
 
 static struct srv_hdr *slot_hdr(struct srv_client *cl, uint32_t k)
@@ -53,6 +53,7 @@ static void ep_del(struct zl_server *s, int fd)
 }
 
 static int chan_drain(struct srv_client *cl);
+static int take_slot(struct srv_client *cl, uint32_t k, bool *valid);
 
 void srv_attach(struct zl_server *s, struct srv_client *cl)
 {
@@ -83,10 +84,15 @@ void srv_attach(struct zl_server *s, struct srv_client *cl)
 	} else {
 		s->nring++;
 	}
-	if (r)
+	if (r) {
 		srv_drop(cl, "cannot watch the client", r);
-	else
-		chan_drain(cl); /* a receive that finds nothing arms the fd */
+		return;
+	}
+	chan_drain(cl); /* a receive that finds nothing arms the fd */
+	for (uint32_t k = 0; cl->kind == CL_MBOX && k < s->o.slots && !cl->dead; k++) {
+		bool valid; /* requests sent before we knew the client */
+		take_slot(cl, k, &valid);
+	}
 }
 
 void srv_free_client(struct srv_client *cl)
@@ -378,8 +384,11 @@ static int round_once(struct zl_server *s, int64_t now)
 		served += poll_chans(s);
 	if (s->pending)
 		srv_push_pending(s);
-	if (s->nstream || ++s->rounds % EPOLL_EVERY == 0)
+	if (s->nstream || now >= s->next_epoll) {
 		served += handle_events(s, 0);
+		if (now != INT64_MIN)
+			s->next_epoll = now + EPOLL_US;
+	}
 	if (now >= s->next_sweep) {
 		served += sweep(s);
 		s->next_sweep = now + s->o.sweep_us;
@@ -432,7 +441,8 @@ static int serve(struct zl_server *s, int64_t timeout_us, bool once)
 			atomic_store_explicit(&s->stop, false, memory_order_relaxed);
 			return -ECANCELED;
 		}
-		now = (i & 63) == 0 ? zl_now_us() : INT64_MIN;
+		/* after work the clock is cheap next to what a round did */
+		now = (i & 63) == 0 || worked ? zl_now_us() : INT64_MIN;
 		if (now != INT64_MIN && worked) {
 			worked = false;
 			spin_end = s->o.spin_us < 0 ? deadline : now + s->o.spin_us;

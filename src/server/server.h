@@ -119,7 +119,7 @@ struct zl_server {
 	struct srv_client *pending;  /* clients with replies to push out */
 	struct srv_client *graves;   /* dropped, to be freed */
 	uint32_t nstream, nring, nmore;
-	uint64_t rounds;
+	int64_t next_epoll;          /* next nonblocking epoll look (shm only) */
 	uint32_t nmbox, nmbox_fence; /* shm clients; those without membarrier */
 	uint8_t *big;                /* fragmented channel requests */
 	size_t big_cap;
