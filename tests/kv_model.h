@@ -54,6 +54,21 @@ static inline struct mkey *m_find(struct model *m, const void *key, size_t klen)
 	return NULL;
 }
 
+/* Check a read of key (rc, value, version) against the model. */
+static inline void m_check_get(struct model *m, const void *key, size_t klen, int rc,
+			       const void *v, size_t vlen, uint64_t ver)
+{
+	struct mkey *mk = m_find(m, key, klen);
+	if (!mk) {
+		CHECK_RC(rc, -ENOENT);
+		return;
+	}
+	CHECK_OK(rc);
+	CHECK_EQ_U64(vlen, mk->vlen);
+	CHECK_EQ_U64(ver, mk->ver);
+	CHECK_PATTERN(v, vlen, mk->vid);
+}
+
 static inline void m_put(struct model *m, const void *key, size_t klen, uint64_t vid,
 			 size_t vlen, uint64_t ver)
 {

@@ -22,19 +22,11 @@ struct ctx {
 
 static void expect_key(struct ctx *c, const void *key, size_t klen)
 {
-	const void *v;
-	size_t vlen;
-	uint64_t ver;
-	struct mkey *mk = m_find(&c->m, key, klen);
+	const void *v = NULL;
+	size_t vlen = 0;
+	uint64_t ver = 0;
 	int rc = zl_kv_get(c->kv, key, klen, &v, &vlen, &ver, KVT_TMO);
-	if (!mk) {
-		CHECK_RC(rc, -ENOENT);
-		return;
-	}
-	CHECK_OK(rc);
-	CHECK_EQ_U64(vlen, mk->vlen);
-	CHECK_EQ_U64(ver, mk->ver);
-	CHECK_PATTERN(v, vlen, mk->vid);
+	m_check_get(&c->m, key, klen, rc, v, vlen, ver);
 }
 
 /* A write whose version the model does not know yet (put returns none):

@@ -49,19 +49,11 @@ static void check_store(struct ctx *c)
 /* The store's view of key equals the model's. */
 static void expect_key(struct ctx *c, const void *key, size_t klen)
 {
-	const uint8_t *v;
-	size_t vlen;
-	uint64_t ver;
-	struct mkey *mk = m_find(&c->m, key, klen);
+	const uint8_t *v = NULL;
+	size_t vlen = 0;
+	uint64_t ver = 0;
 	int rc = zl_kvs_get(c->s, key, klen, &v, &vlen, &ver);
-	if (!mk) {
-		CHECK_RC(rc, -ENOENT);
-		return;
-	}
-	CHECK_OK(rc);
-	CHECK_EQ_U64(vlen, mk->vlen);
-	CHECK_EQ_U64(ver, mk->ver);
-	CHECK_PATTERN(v, vlen, mk->vid);
+	m_check_get(&c->m, key, klen, rc, v, vlen, ver);
 }
 
 static void do_write(struct ctx *c, const struct tkey *k, bool cas)

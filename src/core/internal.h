@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "zipline.h"
 #include "log.h"
@@ -71,6 +72,21 @@ extern const struct zl_transport zl_transport_rdma; /* a stub without verbs */
 /* The rendezvous socket of a shm:// channel (for the shm server's own
  * setup message, sent right after the handshake), or -EINVAL. */
 int zl_shm_sock(const zl_channel *ch);
+
+/* Grow *buf (capacity *cap) to hold need bytes, at least doubling.
+ * 0 or -ENOMEM (the old buffer stays). */
+static inline int zl_grow(uint8_t **buf, size_t *cap, size_t need)
+{
+	if (need <= *cap)
+		return 0;
+	size_t n = *cap * 2 > need ? *cap * 2 : need;
+	uint8_t *p = realloc(*buf, n);
+	if (!p)
+		return -ENOMEM;
+	*buf = p;
+	*cap = n;
+	return 0;
+}
 
 /* Merge URL query parameters into a copy of the caller's options.
  * -EINVAL on an unknown key or a bad value. */

@@ -11,7 +11,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "log.h"
+#include "internal.h"
 #include "proto.h"
 #include "zipline_kv.h"
 
@@ -49,18 +49,6 @@ static int64_t left_us(int64_t deadline)
 static bool key_ok(const void *key, size_t klen)
 {
 	return key && klen >= 1 && klen <= ZL_KV_MAX_KEY;
-}
-
-static int grow(zl_kv *kv, size_t need)
-{
-	if (need <= kv->cap)
-		return 0;
-	uint8_t *p = realloc(kv->buf, need);
-	if (!p)
-		return -ENOMEM;
-	kv->buf = p;
-	kv->cap = need;
-	return 0;
 }
 
 /* Send msg (a request of r->op, header included) and parse the reply.
@@ -167,7 +155,7 @@ static int write_kv(zl_kv *kv, uint8_t op, const void *key, size_t klen, const v
 {
 	if (!kv || !key_ok(key, klen) || vlen > ZL_KV_MAX_VAL || (!val && vlen))
 		return -EINVAL;
-	int rc = grow(kv, ZL_KVP_HDR + klen + vlen);
+	int rc = zl_grow(&kv->buf, &kv->cap, ZL_KVP_HDR + klen + vlen);
 	if (rc)
 		return rc;
 	memcpy(kv->buf + ZL_KVP_HDR, key, klen);
@@ -195,7 +183,7 @@ ZL_API int zl_kv_rmw(zl_kv *kv, const void *key, size_t klen, zl_kv_modify_fn fn
 		return -EINVAL;
 	int64_t deadline = deadline_of(timeout_us);
 	/* fn writes the new value straight behind the key of the CAS */
-	int rc = grow(kv, ZL_KVP_HDR + klen + ZL_KV_MAX_VAL);
+	int rc = zl_grow(&kv->buf, &kv->cap, ZL_KVP_HDR + klen + ZL_KV_MAX_VAL);
 	if (rc)
 		return rc;
 	memcpy(kv->buf + ZL_KVP_HDR, key, klen);

@@ -329,16 +329,26 @@ void zl_kvs_destroy(struct zl_kvs *s)
 	free(s);
 }
 
-int zl_kvs_get(struct zl_kvs *s, const void *key, size_t klen, const uint8_t **val,
-	       size_t *vlen, uint64_t *ver)
+/* A read or delete: one rehash step, then the key's slot and table.
+ * 0, -EINVAL (bad key length) or -ENOENT. */
+static int lookup(struct zl_kvs *s, const void *key, size_t klen, struct slot **sl,
+		  struct table **t)
 {
 	if (!lens_ok(klen, 0))
 		return -EINVAL;
 	rehash_step(s, s->step);
+	*sl = find(s, hash_key(s->seed, key, klen), key, klen, t);
+	return *sl ? 0 : -ENOENT;
+}
+
+int zl_kvs_get(struct zl_kvs *s, const void *key, size_t klen, const uint8_t **val,
+	       size_t *vlen, uint64_t *ver)
+{
 	struct table *t;
-	struct slot *sl = find(s, hash_key(s->seed, key, klen), key, klen, &t);
-	if (!sl)
-		return -ENOENT;
+	struct slot *sl;
+	int rc = lookup(s, key, klen, &sl, &t);
+	if (rc)
+		return rc;
 	if (val)
 		*val = sl->e->val;
 	if (vlen)
@@ -459,13 +469,11 @@ int zl_kvs_cas(struct zl_kvs *s, const void *key, size_t klen, const void *val, 
 
 int zl_kvs_del(struct zl_kvs *s, const void *key, size_t klen)
 {
-	if (!lens_ok(klen, 0))
-		return -EINVAL;
-	rehash_step(s, s->step);
 	struct table *t;
-	struct slot *sl = find(s, hash_key(s->seed, key, klen), key, klen, &t);
-	if (!sl)
-		return -ENOENT;
+	struct slot *sl;
+	int rc = lookup(s, key, klen, &sl, &t);
+	if (rc)
+		return rc;
 	struct zl_kvs_ent *e = sl->e;
 	if (t == &s->old) {
 		sl->e = TOMB;

@@ -198,7 +198,7 @@ static int send_msg(struct zl_client *c, uint32_t k, uint8_t type, const void *r
 	}
 	if (r != -EAGAIN && r != -EMSGSIZE)
 		return r;
-	if (srv_grow(&c->sbuf, &c->sbuf_cap, n))
+	if (zl_grow(&c->sbuf, &c->sbuf_cap, n))
 		return -ENOMEM;
 	memcpy(c->sbuf, &h, sizeof(h));
 	if (len)
@@ -302,7 +302,7 @@ static int next_reply(struct zl_client *c, const struct wt *w, uint32_t *k,
 	if (!r) {
 		c->peeked = true;
 	} else if (r == -EMSGSIZE) { /* fragmented: gather it in our buffer */
-		r = srv_grow(&c->buf, &c->buf_cap, n);
+		r = zl_grow(&c->buf, &c->buf_cap, n);
 		if (!r)
 			r = zl_recv(c->ch, c->buf, c->buf_cap, &n, wt_left(w));
 		p = c->buf;

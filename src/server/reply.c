@@ -42,19 +42,6 @@ ZL_API int zl_req_defer(zl_req *rq)
 	return 0;
 }
 
-int srv_grow(uint8_t **buf, size_t *cap, size_t need)
-{
-	if (need <= *cap)
-		return 0;
-	size_t n = *cap * 2 > need ? *cap * 2 : need;
-	uint8_t *p = realloc(*buf, n);
-	if (!p)
-		return -ENOMEM;
-	*buf = p;
-	*cap = n;
-	return 0;
-}
-
 /* The request is answered: its slot waits for the next sequence number. */
 static void finish(zl_req *rq)
 {
@@ -127,7 +114,7 @@ static int send_reply(struct srv_client *cl, const struct srv_rep *h, const void
 			return -ECONNRESET;
 		}
 	}
-	if (srv_grow(&s->scratch, &s->scratch_cap, n)) {
+	if (zl_grow(&s->scratch, &s->scratch_cap, n)) {
 		srv_drop(cl, "no memory for a reply", -ENOMEM);
 		return -ENOMEM;
 	}

@@ -53,7 +53,7 @@ static void ep_del(struct zl_server *s, int fd)
 }
 
 static int chan_drain(struct srv_client *cl);
-static int take_slot(struct srv_client *cl, uint32_t k, bool *valid);
+static int sweep_client(struct srv_client *cl);
 
 void srv_attach(struct zl_server *s, struct srv_client *cl)
 {
@@ -89,10 +89,8 @@ void srv_attach(struct zl_server *s, struct srv_client *cl)
 		return;
 	}
 	chan_drain(cl); /* a receive that finds nothing arms the fd */
-	for (uint32_t k = 0; cl->kind == CL_MBOX && k < s->o.slots && !cl->dead; k++) {
-		bool valid; /* requests sent before we knew the client */
-		take_slot(cl, k, &valid);
-	}
+	if (cl->kind == CL_MBOX)
+		sweep_client(cl); /* requests sent before we knew the client */
 }
 
 void srv_free_client(struct srv_client *cl)
@@ -243,22 +241,29 @@ static int scan_mbox(struct zl_server *s)
 
 /* Re-read the header of every idle slot whose flag is clear: requests
  * whose flag a rogue cleared. */
+static int sweep_client(struct srv_client *cl)
+{
+	struct zl_server *s = cl->srv;
+	const uint8_t *f = s->flags + (size_t)cl->idx * s->o.slots;
+	int served = 0;
+	for (uint32_t k = 0; k < s->o.slots && !cl->dead; k++) {
+		if (*(const volatile uint8_t *)&f[k])
+			continue; /* the scan takes it */
+		bool valid;
+		int got = take_slot(cl, k, &valid);
+		served += got;
+		CNT_ADD(s, recovered, (uint64_t)got);
+	}
+	return served;
+}
+
 static int sweep(struct zl_server *s)
 {
 	int served = 0;
 	for (struct srv_client *cl = s->clients, *next; cl; cl = next) {
 		next = cl->next;
-		if (cl->kind != CL_MBOX)
-			continue;
-		const uint8_t *f = s->flags + (size_t)cl->idx * s->o.slots;
-		for (uint32_t k = 0; k < s->o.slots && !cl->dead; k++) {
-			if (*(const volatile uint8_t *)&f[k])
-				continue; /* the scan takes it */
-			bool valid;
-			int got = take_slot(cl, k, &valid);
-			served += got;
-			CNT_ADD(s, recovered, (uint64_t)got);
-		}
+		if (cl->kind == CL_MBOX)
+			served += sweep_client(cl);
 	}
 	return served;
 }
@@ -314,7 +319,7 @@ static int chan_drain(struct srv_client *cl)
 		int r = zl_recv_peek(cl->ch, &p, &n, 0);
 		if (r == -EMSGSIZE) { /* fragmented: assemble it */
 			peeked = false;
-			r = srv_grow(&s->big, &s->big_cap, n);
+			r = zl_grow(&s->big, &s->big_cap, n);
 			if (!r)
 				r = zl_recv(cl->ch, s->big, s->big_cap, &n, 0);
 			p = s->big;
@@ -350,15 +355,11 @@ static int handle_events(struct zl_server *s, int timeout_ms)
 		if (t->kind == EP_ACCEPT) {
 			srv_take_ready(s);
 		} else if (t->kind == EP_STOP) {
-			uint64_t v;
-			ssize_t r = read(s->stop_fd, &v, sizeof(v));
-			(void)r;
+			srv_drain(s->stop_fd);
 		} else if (t->kind == EP_CHAN && !t->cl->dead) {
 			served += chan_drain(t->cl);
 		} else if (t->kind == EP_DOORBELL && !t->cl->dead) {
-			uint64_t v; /* the scan that follows finds the request */
-			ssize_t r = read(t->cl->doorbell, &v, sizeof(v));
-			(void)r;
+			srv_drain(t->cl->doorbell); /* the scan that follows finds the request */
 		}
 	}
 	return served;

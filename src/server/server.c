@@ -115,7 +115,7 @@ static void kick(int efd)
 	(void)r; /* an eventfd at its limit is still readable: nothing lost */
 }
 
-static void drain(int efd)
+void srv_drain(int efd)
 {
 	uint64_t v;
 	while (read(efd, &v, sizeof(v)) > 0)
@@ -295,7 +295,7 @@ static void *acceptor(void *arg)
 		if (poll(p, (nfds_t)n + 1, -1) < 0)
 			continue; /* EINTR */
 		if (p[n].revents)
-			drain(s->ctl_fd);
+			srv_drain(s->ctl_fd);
 		for (int i = 0; i < n; i++) {
 			zl_channel *ch;
 			if (p[i].revents && zl_accept(l[i], 0, &ch) == 0)
@@ -422,7 +422,7 @@ void srv_take_ready(struct zl_server *s)
 	struct srv_client *cl = s->ready;
 	s->ready = NULL;
 	pthread_mutex_unlock(&s->lock);
-	drain(s->accept_fd);
+	srv_drain(s->accept_fd);
 	while (cl) {
 		struct srv_client *next = cl->next;
 		srv_attach(s, cl);

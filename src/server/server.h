@@ -133,6 +133,7 @@ struct zl_server {
 
 /* server.c */
 void srv_take_ready(struct zl_server *srv);
+void srv_drain(int efd); /* read an eventfd empty */
 void srv_release(struct zl_server *srv, struct srv_client *cl);
 /* serve.c */
 void srv_attach(struct zl_server *srv, struct srv_client *cl);
@@ -142,6 +143,5 @@ void srv_bury(struct zl_server *srv); /* free dropped clients */
 /* reply.c */
 void srv_dispatch(struct zl_server *srv, struct zl_req *rq);
 void srv_push_pending(struct zl_server *srv);
-int srv_grow(uint8_t **buf, size_t *cap, size_t need);
 
 #endif

@@ -88,19 +88,6 @@ static int fail(struct schan *c, int rc)
 	return rc;
 }
 
-static int grow(uint8_t **buf, size_t *cap, size_t need)
-{
-	if (need <= *cap)
-		return 0;
-	size_t n = *cap * 2 > need ? *cap * 2 : need;
-	uint8_t *p = realloc(*buf, n);
-	if (!p)
-		return -ENOMEM;
-	*buf = p;
-	*cap = n;
-	return 0;
-}
-
 /* ---- waiting ---------------------------------------------------------- */
 
 /* One wait loop's deadline, computed lazily so the fast path never reads
@@ -237,7 +224,7 @@ static int send_frame(struct schan *c, const uint8_t *buf, size_t len, struct wa
 		if (sent == 0)
 			return rc; /* nothing left: the message was not sent */
 		/* Part of the frame is on the wire: accept it, keep the rest. */
-		if (grow(&c->sbuf, &c->scap, total - sent))
+		if (zl_grow(&c->sbuf, &c->scap, total - sent))
 			return fail(c, -ENOMEM); /* the stream is torn */
 		memcpy(c->sbuf, h + sent, hrest);
 		if (len > pdone)
@@ -301,7 +288,7 @@ static int s_reserve(zl_channel *ch, size_t len, void **ptr)
 	if (!rc && c->plen)
 		rc = push_pending(c, NULL); /* -EAGAIN: zl_wait_writable */
 	if (!rc)
-		rc = grow(&c->sbuf, &c->scap, 4 + len);
+		rc = zl_grow(&c->sbuf, &c->scap, 4 + len);
 	if (!rc) {
 		c->res_open = true;
 		c->res_len = len;
@@ -397,7 +384,7 @@ static int rbuf_room(struct schan *c, size_t need)
 		c->rtail -= c->rhead;
 		c->rhead = 0;
 	}
-	return grow(&c->rbuf, &c->rcap, c->rhead + need);
+	return zl_grow(&c->rbuf, &c->rcap, c->rhead + need);
 }
 
 static void consume(struct schan *c, size_t n)
@@ -450,7 +437,7 @@ static int rx_direct(struct schan *c, uint8_t *dst, size_t len, struct waiter *w
 		}
 		/* Out of time mid-frame: park what we have in rbuf. rbuf grows
 		 * to the whole frame so the next calls finish it there. */
-		if (grow(&c->rbuf, &c->rcap, 4 + len))
+		if (zl_grow(&c->rbuf, &c->rcap, 4 + len))
 			return fail(c, -ENOMEM);
 		uint32_t hdr = htole32((uint32_t)len);
 		memcpy(c->rbuf, &hdr, 4);
