@@ -12,22 +12,7 @@
 #include <unistd.h>
 
 #include "zl-bench.h"
-
-static int have_gnuplot(void)
-{
-	const char *path = getenv("PATH");
-	char file[PATH_MAX + 16];
-	if (!path)
-		return 0;
-	while (*path) {
-		size_t n = strcspn(path, ":");
-		snprintf(file, sizeof(file), "%.*s/gnuplot", (int)n, path);
-		if (n && !access(file, X_OK))
-			return 1;
-		path += n + (path[n] == ':');
-	}
-	return 0;
-}
+#include "gnuplot.h"
 
 /* zipline: solid lines, filled points; references: dashed, open points;
  * the floor: a black dashed line without points. */

@@ -6,20 +6,7 @@
 #include <unistd.h>
 
 #include "ycsb.h"
-
-static int have_gnuplot(void)
-{
-	const char *path = getenv("PATH");
-	char file[PATH_MAX + 16];
-	while (path && *path) {
-		size_t n = strcspn(path, ":");
-		snprintf(file, sizeof(file), "%.*s/gnuplot", (int)n, path);
-		if (n && !access(file, X_OK))
-			return 1;
-		path += n + (path[n] == ':');
-	}
-	return 0;
-}
+#include "gnuplot.h"
 
 int plot_png(const struct opts *o, const struct phase_result *const *r,
 	     struct lat_stats *const *st, int nphases)
