@@ -37,11 +37,58 @@ struct zl_chan_ops {
 	size_t (*max_inline)(const zl_channel *ch);
 	void (*info)(const zl_channel *ch, struct zl_channel_info *info);
 	void (*close)(zl_channel *ch);
+	/* Optional (ring channels), wakeups for one-sided writes, which the
+	 * channel itself does not see:
+	 * settle: take pending wakeups (the channel fd turns unreadable) and
+	 * look at the peer; with arm, also ask the peer to poke us after its
+	 * next one-sided write or message, which makes the fd readable. From
+	 * the first call on, empty polls no longer arm by themselves: the
+	 * owner arms before it sleeps. 0 or -ECONNRESET.
+	 * poke: after a one-sided write, wake the peer if it armed. 0 or
+	 * -ECONNRESET. */
+	int (*settle)(zl_channel *ch, bool arm);
+	int (*poke)(zl_channel *ch);
+};
+
+/*
+ * One-sided access to the peer's memory (rdma:// only; struct
+ * zl_channel.os is NULL elsewhere). Local memory is registered on the
+ * channel's device (zl_rmem). Part of it is opened to the peer as a window
+ * (zl_win: a type-2 memory window bound to this channel's queue pair, so no
+ * other connection can use its key), which the peer writes through its
+ * description (zl_rwin). Everything but write is for setup paths.
+ */
+struct zl_rmem;
+struct zl_win;
+struct zl_rwin {
+	uint64_t addr;
+	uint32_t rkey;
+	uint32_t len;
+};
+
+struct zl_onesided_ops {
+	/* Register [addr, addr+len). 0, -ENOMEM (the log names
+	 * RLIMIT_MEMLOCK). The region outlives no channel of its device. */
+	int (*reg)(zl_channel *ch, void *addr, size_t len, struct zl_rmem **out);
+	void (*dereg)(struct zl_rmem *m);
+	/* Let the peer write [addr, addr+len), inside m, through ch only.
+	 * 0; -EXDEV (m is on another device); -EINVAL (outside m);
+	 * -EOPNOTSUPP (the device has no type-2 memory windows); -ENOMEM;
+	 * -ECONNRESET. Close the window before the channel. */
+	int (*win_open)(zl_channel *ch, struct zl_rmem *m, void *addr, uint32_t len,
+			struct zl_win **w, struct zl_rwin *desc);
+	void (*win_close)(struct zl_win *w);
+	/* Post one WRITE of src (inside m) to the peer's dst at off. src must
+	 * not change until the peer has seen the bytes. 0; -EINVAL (outside
+	 * dst); -ECONNRESET. A bad key fails the channel later. */
+	int (*write)(zl_channel *ch, struct zl_rmem *m, const void *src, uint32_t len,
+		     const struct zl_rwin *dst, uint32_t off);
 };
 
 /* Every channel starts with this header; transports embed it first. */
 struct zl_channel {
 	const struct zl_chan_ops *ops;
+	const struct zl_onesided_ops *os; /* NULL: no one-sided access */
 	bool no_linger; /* close without flushing (a server dropping a client) */
 };
 

@@ -195,9 +195,11 @@ static int wait_for(struct zl_ringchan *rc, enum zl_dir d, int64_t *dl, cond_fn 
 			zl_ring_rx_flush_rpos(&rc->rx);
 			if (rc->fd_mode) { /* make the fd fire on the next record */
 				rc->link->drain(rc);
-				if ((r = rc->link->arm(rc, d)))
-					return fail(rc, r);
-				slow_fence(rc);
+				if (!rc->manual_arm) {
+					if ((r = rc->link->arm(rc, d)))
+						return fail(rc, r);
+					slow_fence(rc);
+				}
 				if ((r = cond(rc, arg)) != -EAGAIN)
 					return r;
 			}
@@ -730,6 +732,36 @@ static void rc_close(zl_channel *ch)
 	rc->link->destroy(rc);
 }
 
+/* Take pending wakeups and look at the peer; with arm, have the peer poke
+ * us after its next one-sided write (the owner is about to sleep). */
+static int rc_settle(zl_channel *ch, bool arm)
+{
+	struct zl_ringchan *rc = RC(ch);
+	rc->manual_arm = true;
+	if (rc->err)
+		return rc->err;
+	rc->link->drain(rc);
+	if (check_alive(rc))
+		return -ECONNRESET;
+	if (!arm)
+		return 0;
+	zl_ring_rx_flush_rpos(&rc->rx);
+	int r = rc->link->arm(rc, ZL_DIR_RX);
+	if (r)
+		return fail(rc, r);
+	slow_fence(rc);
+	return 0;
+}
+
+static int rc_poke(zl_channel *ch)
+{
+	struct zl_ringchan *rc = RC(ch);
+	if (rc->err)
+		return rc->err;
+	notify_rx(rc);
+	return 0;
+}
+
 const struct zl_chan_ops zl_ringchan_ops = {
 	.send = rc_send,
 	.recv = rc_recv,
@@ -743,4 +775,6 @@ const struct zl_chan_ops zl_ringchan_ops = {
 	.max_inline = rc_max_inline,
 	.info = rc_info,
 	.close = rc_close,
+	.settle = rc_settle,
+	.poke = rc_poke,
 };

@@ -71,6 +71,7 @@ struct zl_ringchan {
 	_Atomic int err;        /* sticky failure, 0 while healthy */
 	_Atomic bool peer_closed; /* CLOSE record seen or peer gone */
 	bool fd_mode;           /* zl_channel_fd was called */
+	bool manual_arm;        /* the owner arms (the arm op): empty polls do not */
 	bool asym;              /* both ends registered for membarrier(2) */
 	bool peeked;            /* a zl_recv_peek is open */
 	const uint8_t *rec_p;   /* the record rx_ready found */

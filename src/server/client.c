@@ -3,7 +3,9 @@
  * zl_client: calls to a zl_server (wire formats in wire.h).
  *
  * A call takes a free slot, writes the request (on shm straight into the
- * slot in our page; elsewhere as one channel message), and the reply comes
+ * slot in our page; on rdma by two WRITEs through the windows the server
+ * gave us, slot first, then the flag; elsewhere as one channel message),
+ * and the reply comes
  * back on the channel carrying the slot and its sequence number. A reply
  * is read in place (zl_recv_peek) and released by the next call.
  */
@@ -22,7 +24,7 @@ enum { SLOT_FREE, SLOT_BUSY, SLOT_ABANDONED };
 
 struct zl_client {
 	zl_channel *ch;
-	bool mbox, asym, peeked;
+	bool mbox, rmbox, asym, peeked;
 	int err;                 /* sticky: the connection is unusable */
 	uint32_t slots, slot_size;
 	uint64_t max_req;
@@ -34,6 +36,10 @@ struct zl_client {
 	size_t flags_len;
 	_Atomic uint8_t *flags;  /* our K flags */
 	int doorbell;
+	/* rdma: requests are built in rbuf (K slots, then K flag bytes) */
+	uint8_t *rbuf;
+	struct zl_rmem *rm;
+	struct zl_rwin w_slots, w_flags;
 	uint32_t seq[SRV_MAX_SLOTS];
 	uint8_t state[SRV_MAX_SLOTS];
 	uint8_t *buf;            /* fragmented replies */
@@ -69,6 +75,21 @@ static int mbox_attach(struct zl_client *c, const struct srv_welcome *w, int fds
 	return 0;
 }
 
+static int rmbox_attach(struct zl_client *c, const struct srv_welcome *w)
+{
+	size_t slots_len = (size_t)w->slots * w->slot_size;
+	if (!c->ch->os || w->slots_win.len != slots_len || w->flags_win.len != w->slots)
+		return -EPROTO;
+	c->w_slots = (struct zl_rwin){ w->slots_win.addr, w->slots_win.rkey, w->slots_win.len };
+	c->w_flags = (struct zl_rwin){ w->flags_win.addr, w->flags_win.rkey, w->flags_win.len };
+	size_t n = srv_round_up(slots_len + w->slots, 4096);
+	c->rbuf = aligned_alloc(4096, n);
+	if (!c->rbuf)
+		return -ENOMEM;
+	memset(c->rbuf, 0, n);
+	return c->ch->os->reg(c->ch, c->rbuf, n, &c->rm);
+}
+
 static int welcome(struct zl_client *c, int64_t deadline, int64_t timeout_us)
 {
 	struct srv_welcome w;
@@ -84,15 +105,19 @@ static int welcome(struct zl_client *c, int64_t deadline, int64_t timeout_us)
 		r = w.status < 0 && w.status > -4096 ? w.status : -EPROTO;
 	if (!r && (w.slots < 1 || w.slots > SRV_MAX_SLOTS || w.slot_size < 64 ||
 		   w.slot_size % 64 || w.slot_size > 65536 || !w.max_req ||
-		   ((w.flags & SRV_F_MBOX) != 0) != (shm >= 0) || (shm >= 0 && nf != 3)))
+		   ((w.flags & SRV_F_MBOX) != 0) != (shm >= 0) || (shm >= 0 && nf != 3) ||
+		   ((w.flags & SRV_F_RMBOX) && shm >= 0)))
 		r = -EPROTO;
 	if (!r) {
 		c->slots = w.slots;
 		c->slot_size = w.slot_size;
 		c->max_req = w.max_req;
 		c->mbox = shm >= 0;
+		c->rmbox = w.flags & SRV_F_RMBOX;
 		if (c->mbox)
 			r = mbox_attach(c, &w, fds);
+		else if (c->rmbox)
+			r = rmbox_attach(c, &w);
 	}
 	for (int i = 0; i < nf; i++)
 		if (fds[i] >= 0)
@@ -136,6 +161,9 @@ ZL_API void zl_client_close(zl_client *c)
 {
 	if (!c)
 		return;
+	if (c->rm)
+		c->ch->os->dereg(c->rm);
+	free(c->rbuf);
 	if (c->ch)
 		zl_close(c->ch);
 	if (c->page)
@@ -150,6 +178,17 @@ ZL_API void zl_client_close(zl_client *c)
 }
 
 ZL_API int zl_client_slots(const zl_client *c) { return c ? (int)c->slots : -EINVAL; }
+
+int srv_client_rwin(const zl_client *c, zl_channel **ch, struct zl_rwin *slots,
+		    struct zl_rwin *flags)
+{
+	if (!c->rmbox)
+		return -ENOENT;
+	*ch = c->ch;
+	*slots = c->w_slots;
+	*flags = c->w_flags;
+	return 0;
+}
 
 /* ---- sending ----------------------------------------------------------- */
 
@@ -179,6 +218,29 @@ static void announce(struct zl_client *c, uint32_t k, uint8_t type, uint8_t fl, 
 	atomic_store_explicit(&h->seq, c->seq[k], memory_order_release);
 	atomic_store_explicit(&c->flags[k], type, memory_order_release);
 	ring_doorbell(c);
+}
+
+/* rdma: WRITE slot k's header and len bytes after it from rbuf, then the
+ * flag (RC executes the two in order), then wake the server if it sleeps. */
+static int announce_rdma(struct zl_client *c, uint32_t k, uint8_t type, uint8_t fl, size_t len)
+{
+	const struct zl_onesided_ops *os = c->ch->os;
+	uint8_t *slot = c->rbuf + (size_t)k * c->slot_size;
+	uint8_t *flag = c->rbuf + (size_t)c->slots * c->slot_size + k;
+	struct srv_hdr *h = (struct srv_hdr *)slot;
+	h->type = type;
+	h->flags = fl;
+	h->slot = (uint16_t)k;
+	h->len = (uint32_t)len;
+	atomic_store_explicit(&h->seq, c->seq[k], memory_order_relaxed);
+	*flag = type;
+	uint32_t n = (uint32_t)sizeof(*h) + (fl & SRV_F_CHAN ? 0 : (uint32_t)len);
+	int r = os->write(c->ch, c->rm, slot, n, &c->w_slots, k * c->slot_size);
+	if (!r)
+		r = os->write(c->ch, c->rm, flag, 1, &c->w_flags, k);
+	if (!r)
+		r = c->ch->ops->poke(c->ch);
+	return r;
 }
 
 /* A request as one channel message: header and body. */
@@ -229,15 +291,24 @@ ZL_API int zl_call_send(zl_client *c, int type, const void *req, size_t len,
 	uint32_t k = (uint32_t)__builtin_ctzll(~c->busy);
 	c->seq[k]++;
 	int r = 0;
-	if (c->mbox && len <= c->slot_size - sizeof(struct srv_hdr)) {
+	bool fits = len <= c->slot_size - sizeof(struct srv_hdr);
+	if (c->mbox && fits) {
 		uint8_t *slot = c->page + SRV_CTL_SIZE + (size_t)k * c->slot_size;
 		if (len)
 			memcpy(slot + sizeof(struct srv_hdr), req, len);
 		announce(c, k, (uint8_t)type, 0, len);
+	} else if (c->rmbox && fits) {
+		uint8_t *slot = c->rbuf + (size_t)k * c->slot_size;
+		if (len)
+			memcpy(slot + sizeof(struct srv_hdr), req, len);
+		r = announce_rdma(c, k, (uint8_t)type, 0, len);
 	} else {
 		r = send_msg(c, k, (uint8_t)type, req, len, timeout_us);
+		/* then a doorbell only */
 		if (!r && c->mbox)
-			announce(c, k, (uint8_t)type, SRV_F_CHAN, len); /* a doorbell only */
+			announce(c, k, (uint8_t)type, SRV_F_CHAN, len);
+		else if (!r && c->rmbox && (r = announce_rdma(c, k, (uint8_t)type, SRV_F_CHAN, len)))
+			r = -ECONNRESET; /* the message went out: no retry */
 	}
 	if (r) {
 		c->seq[k]--; /* nothing went out */

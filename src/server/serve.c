@@ -17,11 +17,22 @@
  * the request until the sweep, or the owner's doorbell, finds it (counted as
  * recovered). No client can forge or corrupt another client's request.
  *
+ * rdma clients write their slots and flags through memory windows bound
+ * to their own queue pair, so no client can touch another's; their flags
+ * live in a second array (rflags) that shm clients cannot map. A flag is
+ * written after its slot (two WRITEs, executed in order by RC), so the
+ * header's sequence number is checked as on shm, and there is no sweep
+ * (it could read a slot whose WRITE is still landing).
+ *
  * Sleeping (eventcount, as ringchan.c): the server sets srv_sleeping in
  * every shm client's page, fences, looks once more, and sleeps in epoll.
  * A client stores its flag, fences, and rings its doorbell if srv_sleeping
  * was set. With membarrier(2) registered on both sides the client's fence
- * is a compiler barrier and the server's is a global membarrier.
+ * is a compiler barrier and the server's is a global membarrier. rdma
+ * clients are armed through their channel (the arm op: a WRITE into the
+ * client's memory) and poke the server after their flag WRITE; a flag
+ * still in flight when the server looked once more is found at the latest
+ * when the sleep ends, after sweep_us.
  */
 #include <string.h>
 #include <sys/epoll.h>
@@ -54,6 +65,7 @@ static void ep_del(struct zl_server *s, int fd)
 
 static int chan_drain(struct srv_client *cl);
 static int sweep_client(struct srv_client *cl);
+static void rflags_look(struct srv_client *cl);
 
 void srv_attach(struct zl_server *s, struct srv_client *cl)
 {
@@ -73,12 +85,16 @@ void srv_attach(struct zl_server *s, struct srv_client *cl)
 		s->clients->prev = cl;
 	s->clients = cl;
 	CNT_ADD(s, clients, 1);
-	if (cl->kind == CL_MBOX) {
+	if (cl->kind == CL_MBOX || cl->kind == CL_RMBOX) {
 		s->mbox[cl->idx] = cl;
 		if (cl->idx + 1 > s->mbox_hi)
 			s->mbox_hi = cl->idx + 1;
+	}
+	if (cl->kind == CL_MBOX) {
 		s->nmbox++;
 		s->nmbox_fence += !cl->asym;
+	} else if (cl->kind == CL_RMBOX) {
+		s->nrmbox++;
 	} else if (cl->kind == CL_STREAM) {
 		s->nstream++;
 	} else {
@@ -86,6 +102,13 @@ void srv_attach(struct zl_server *s, struct srv_client *cl)
 	}
 	if (r) {
 		srv_drop(cl, "cannot watch the client", r);
+		return;
+	}
+	if (cl->kind == CL_RMBOX) {
+		if ((r = cl->ch->ops->settle(cl->ch, true)))
+			srv_drop(cl, "cannot arm the client", r);
+		else
+			rflags_look(cl); /* requests sent before we knew the client */
 		return;
 	}
 	chan_drain(cl); /* a receive that finds nothing arms the fd */
@@ -101,7 +124,9 @@ void srv_free_client(struct srv_client *cl)
 	}
 	for (uint32_t k = 0; k < cl->srv->o.slots; k++)
 		free(cl->req[k].copy);
-	if (cl->page)
+	if (cl->os)
+		srv_rmbox_free(cl, true);
+	else if (cl->page)
 		munmap(cl->page, cl->page_len);
 	if (cl->doorbell >= 0)
 		close(cl->doorbell);
@@ -143,13 +168,21 @@ void srv_drop(struct srv_client *cl, const char *why, int err)
 	}
 	CNT_ADD(s, clients, -1);
 	s->nmore -= cl->more;
-	if (cl->kind == CL_MBOX) {
-		memset(s->flags + (size_t)cl->idx * s->o.slots, 0, s->o.slots);
+	s->nbells -= cl->bells;
+	if (cl->kind == CL_RMBOX)
+		srv_rmbox_free(cl, false); /* no more writes from it */
+	if (cl->kind == CL_MBOX || cl->kind == CL_RMBOX) {
+		uint8_t *fl = cl->kind == CL_MBOX ? s->flags : s->rflags;
+		memset(fl + (size_t)cl->idx * s->o.slots, 0, s->o.slots);
 		s->mbox[cl->idx] = NULL;
 		while (s->mbox_hi && !s->mbox[s->mbox_hi - 1])
 			s->mbox_hi--;
+	}
+	if (cl->kind == CL_MBOX) {
 		s->nmbox--;
 		s->nmbox_fence -= !cl->asym;
+	} else if (cl->kind == CL_RMBOX) {
+		s->nrmbox--;
 	} else if (cl->kind == CL_STREAM) {
 		s->nstream--;
 	} else {
@@ -194,7 +227,14 @@ static int take_slot(struct srv_client *cl, uint32_t k, bool *valid)
 	uint8_t fl = *(volatile uint8_t *)&h->flags;
 	if (fl & SRV_F_CHAN) { /* a doorbell: the request is a channel message */
 		*valid = seq == rq->seq || seq + 1 == rq->seq; /* maybe taken already */
-		return *valid && rq->state == REQ_IDLE && seq == rq->seq ? chan_drain(cl) : 0;
+		if (!*valid || rq->state != REQ_IDLE || seq != rq->seq || rq->bell)
+			return 0;
+		if (cl->kind == CL_RMBOX) { /* the message may still be landing */
+			rq->bell = true;
+			cl->bells++;
+			s->nbells++;
+		}
+		return chan_drain(cl);
 	}
 	*valid = rq->state == REQ_IDLE && seq == rq->seq;
 	if (!*valid)
@@ -214,13 +254,14 @@ static int take_slot(struct srv_client *cl, uint32_t k, bool *valid)
 	return 1;
 }
 
-static int scan_mbox(struct zl_server *s)
+/* Scan one flag array (shm's or rdma's) from its rotating start. */
+static int scan_flags(struct zl_server *s, uint8_t *flags, enum cl_kind kind, size_t *start)
 {
 	uint32_t found[64];
 	size_t n = s->mbox_hi * (size_t)s->o.slots;
 	if (!n)
 		return 0;
-	size_t m = zl_scan(s->scan_impl, s->flags, n, s->scan_start, found, 64);
+	size_t m = zl_scan(s->scan_impl, flags, n, *start, found, 64);
 	if (!m)
 		return 0;
 	atomic_thread_fence(memory_order_acquire);
@@ -228,15 +269,46 @@ static int scan_mbox(struct zl_server *s)
 	for (size_t i = 0; i < m; i++) {
 		uint32_t f = found[i];
 		struct srv_client *cl = s->mbox[f / s->o.slots];
-		*(volatile uint8_t *)&s->flags[f] = 0;
+		if (!cl && kind == CL_RMBOX)
+			continue; /* its client is not attached yet: rflags_look */
+		if (!*(volatile uint8_t *)&flags[f])
+			continue; /* consumed meanwhile (chan_request) */
+		*(volatile uint8_t *)&flags[f] = 0;
 		bool valid = false;
-		if (cl && !cl->dead)
+		if (cl && !cl->dead && cl->kind == kind)
 			served += take_slot(cl, f % s->o.slots, &valid);
 		if (!valid)
 			CNT_ADD(s, spurious, 1);
 	}
-	s->scan_start = found[m - 1] + 1;
+	*start = found[m - 1] + 1;
 	return served;
+}
+
+static int scan_mbox(struct zl_server *s)
+{
+	int served = 0;
+	if (s->nmbox)
+		served += scan_flags(s, s->flags, CL_MBOX, &s->scan_start);
+	if (s->nrmbox)
+		served += scan_flags(s, s->rflags, CL_RMBOX, &s->rscan_start);
+	return served;
+}
+
+/* A new rdma client's flags, raised before it was attached. */
+static void rflags_look(struct srv_client *cl)
+{
+	struct zl_server *s = cl->srv;
+	uint8_t *f = s->rflags + (size_t)cl->idx * s->o.slots;
+	for (uint32_t k = 0; k < s->o.slots && !cl->dead; k++) {
+		if (!*(volatile uint8_t *)&f[k])
+			continue;
+		atomic_thread_fence(memory_order_acquire);
+		*(volatile uint8_t *)&f[k] = 0;
+		bool valid;
+		take_slot(cl, k, &valid);
+		if (!valid)
+			CNT_ADD(s, spurious, 1);
+	}
 }
 
 /* Re-read the header of every idle slot whose flag is clear: requests
@@ -286,6 +358,17 @@ static int chan_request(struct srv_client *cl, const uint8_t *p, size_t n)
 		srv_drop(cl, "malformed request message", -EPROTO);
 		return 0;
 	}
+	if (rq->bell) {
+		rq->bell = false;
+		cl->bells--;
+		s->nbells--;
+	} else if (cl->kind == CL_RMBOX) {
+		/* Served ahead of its doorbell: a later doorbell was seen, so
+		 * this one has landed too (RC order). Consume it now, before the
+		 * reply lets the client write the slot again: a late flag could
+		 * otherwise announce a slot whose WRITE is still landing. */
+		*(volatile uint8_t *)&s->rflags[(size_t)cl->idx * s->o.slots + h.slot] = 0;
+	}
 	rq->type = h.type;
 	rq->data = p + sizeof(h);
 	rq->len = h.len;
@@ -313,6 +396,10 @@ static int chan_drain(struct srv_client *cl)
 	int served = 0;
 	bool more = true;
 	for (uint32_t i = 0; i < s->o.slots && !cl->dead; i++) {
+		if (cl->kind == CL_RMBOX && !cl->bells) {
+			more = false; /* the rest waits for its doorbells */
+			break;
+		}
 		const void *p;
 		size_t n;
 		bool peeked = true;
@@ -356,6 +443,13 @@ static int handle_events(struct zl_server *s, int timeout_ms)
 			srv_take_ready(s);
 		} else if (t->kind == EP_STOP) {
 			srv_drain(s->stop_fd);
+		} else if (t->kind == EP_CHAN && !t->cl->dead && t->cl->kind == CL_RMBOX) {
+			/* a poke, or a message: messages are read after their doorbell */
+			int r = t->cl->ch->ops->settle(t->cl->ch, false);
+			if (r)
+				srv_drop(t->cl, "channel failed", r);
+			else if (t->cl->bells)
+				served += chan_drain(t->cl);
 		} else if (t->kind == EP_CHAN && !t->cl->dead) {
 			served += chan_drain(t->cl);
 		} else if (t->kind == EP_DOORBELL && !t->cl->dead) {
@@ -372,7 +466,7 @@ static int poll_chans(struct zl_server *s)
 	int served = 0;
 	for (struct srv_client *cl = s->clients, *next; cl; cl = next) {
 		next = cl->next;
-		if (cl->kind == CL_RING || cl->more)
+		if (cl->kind == CL_RING || cl->more || cl->bells)
 			served += chan_drain(cl);
 	}
 	return served;
@@ -381,7 +475,7 @@ static int poll_chans(struct zl_server *s)
 static int round_once(struct zl_server *s, int64_t now)
 {
 	int served = scan_mbox(s);
-	if (s->nring || s->nmore)
+	if (s->nring || s->nmore || s->nbells)
 		served += poll_chans(s);
 	if (s->pending)
 		srv_push_pending(s);
@@ -399,10 +493,17 @@ static int round_once(struct zl_server *s, int64_t now)
 
 static void set_sleeping(struct zl_server *s, uint32_t v)
 {
-	for (struct srv_client *cl = s->clients; cl; cl = cl->next)
-		if (cl->kind == CL_MBOX)
+	for (struct srv_client *cl = s->clients, *next; cl; cl = next) {
+		next = cl->next;
+		if (cl->kind == CL_MBOX) {
 			atomic_store_explicit(&page_ctl(cl)->srv_sleeping, v,
 					      memory_order_relaxed);
+		} else if (cl->kind == CL_RMBOX && v) {
+			int r = cl->ch->ops->settle(cl->ch, true);
+			if (r)
+				srv_drop(cl, "cannot arm the client", r);
+		}
+	}
 }
 
 /* Sleep in epoll until something happens or the deadline. */

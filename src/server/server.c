@@ -77,7 +77,10 @@ ZL_API int zl_server_create(const struct zl_server_opts *opts, zl_server **out)
 	s->flags_len = srv_round_up((uint64_t)o.max_clients * o.slots + 64, 4096);
 	s->idx_used = calloc(o.max_clients, 1);
 	s->mbox = calloc(o.max_clients, sizeof(*s->mbox));
-	int r = s->idx_used && s->mbox ? 0 : -ENOMEM;
+	s->rflags = aligned_alloc(4096, s->flags_len);
+	int r = s->idx_used && s->mbox && s->rflags ? 0 : -ENOMEM;
+	if (s->rflags)
+		memset(s->rflags, 0, s->flags_len);
 	if (!r && (s->ep = epoll_create1(EPOLL_CLOEXEC)) < 0)
 		r = -errno;
 	if (!r && ((s->stop_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0 ||
@@ -122,13 +125,13 @@ void srv_drain(int efd)
 		;
 }
 
-static bool is_shm(zl_channel *ch)
+static bool is_transport(zl_channel *ch, const char *name)
 {
 	struct zl_channel_info ci;
-	return !zl_channel_info(ch, &ci) && !strcmp(ci.transport, "shm");
+	return !zl_channel_info(ch, &ci) && !strcmp(ci.transport, name);
 }
 
-/* Reserve a place for one more client (and a mailbox index on shm). */
+/* Reserve a place for one more client (and a mailbox index). */
 static int reserve_client(struct zl_server *s, bool mbox, uint32_t *idx, uint64_t *id)
 {
 	int r = -EUSERS;
@@ -149,12 +152,12 @@ static int reserve_client(struct zl_server *s, bool mbox, uint32_t *idx, uint64_
 	return r;
 }
 
-static void release_client(struct zl_server *s, bool mbox, uint32_t idx)
+static void release_client(struct zl_server *s, bool mbox, uint32_t idx, bool client)
 {
 	pthread_mutex_lock(&s->lock);
 	if (mbox)
 		s->idx_used[idx] = 0;
-	s->nclients--;
+	s->nclients -= client;
 	pthread_mutex_unlock(&s->lock);
 }
 
@@ -193,6 +196,61 @@ static int mbox_setup(struct zl_server *s, struct srv_client *cl, int fds[3])
 	return cl->doorbell < 0 ? -errno : 0;
 }
 
+/* The rdma mailbox: this client's slots in our memory, and a window bound
+ * to its queue pair over each of its two ranges, its slots and its flags
+ * in rflags. Each range is also its own registration: rxe bounds a
+ * window's access by its region only, so a window over one region shared
+ * by all clients would let a client write past its own flags. The
+ * registrations allow no remote access by themselves. -EOPNOTSUPP: the
+ * device has no memory windows. */
+static int rmbox_setup(struct zl_server *s, struct srv_client *cl, struct srv_welcome *w)
+{
+	const struct zl_onesided_ops *os = cl->ch->os;
+	uint32_t slots_len = s->o.slots * s->o.slot_size;
+	uint8_t *flags = s->rflags + (size_t)cl->idx * s->o.slots;
+	cl->os = os;
+	cl->page_len = srv_page_len(s->o.slots, s->o.slot_size);
+	cl->page = aligned_alloc(4096, cl->page_len);
+	if (!cl->page)
+		return -ENOMEM;
+	memset(cl->page, 0, cl->page_len);
+	uint8_t *slots = cl->page + SRV_CTL_SIZE;
+	struct zl_rwin ds, df;
+	int r = os->reg(cl->ch, slots, slots_len, &cl->rm_slots);
+	if (!r)
+		r = os->reg(cl->ch, flags, s->o.slots, &cl->rm_flags);
+	if (!r)
+		r = os->win_open(cl->ch, cl->rm_slots, slots, slots_len, &cl->w_slots, &ds);
+	if (!r)
+		r = os->win_open(cl->ch, cl->rm_flags, flags, s->o.slots, &cl->w_flags, &df);
+	if (r)
+		return r;
+	w->slots_win = (struct srv_rwin){ .addr = ds.addr, .rkey = ds.rkey, .len = ds.len };
+	w->flags_win = (struct srv_rwin){ .addr = df.addr, .rkey = df.rkey, .len = df.len };
+	w->flags |= SRV_F_RMBOX;
+	w->flag_base = cl->idx * s->o.slots;
+	return 0;
+}
+
+/* Close an rdma client's windows (at once when it is dropped); with all,
+ * free its slots too (once no deferred request reads them). */
+void srv_rmbox_free(struct srv_client *cl, bool all)
+{
+	if (!cl->os)
+		return;
+	cl->os->win_close(cl->w_slots);
+	cl->os->win_close(cl->w_flags);
+	cl->w_slots = cl->w_flags = NULL;
+	if (!all)
+		return;
+	cl->os->dereg(cl->rm_slots);
+	cl->os->dereg(cl->rm_flags);
+	cl->rm_slots = cl->rm_flags = NULL;
+	free(cl->page);
+	cl->page = NULL;
+	cl->os = NULL;
+}
+
 static int send_welcome(zl_channel *ch, bool shm, const struct srv_welcome *w,
 			const int *fds, int nfds)
 {
@@ -206,7 +264,7 @@ static void admit(struct zl_server *s, zl_channel *ch)
 {
 	struct srv_hello h;
 	size_t n = 0;
-	bool shm = is_shm(ch);
+	bool shm = is_transport(ch, "shm");
 	int r = zl_recv(ch, &h, sizeof(h), &n, HELLO_TIMEOUT_US);
 	if (r || n != sizeof(h) || h.magic != SRV_MAGIC || h.size != sizeof(h) ||
 	    h.version != SRV_VERSION) {
@@ -228,7 +286,8 @@ static void admit(struct zl_server *s, zl_channel *ch)
 	uint32_t idx = 0;
 	uint64_t id = 0;
 	int fds[3] = { -1, -1, -1 };
-	r = cl ? reserve_client(s, shm, &idx, &id) : -ENOMEM;
+	bool rdma = !shm && ch->os && is_transport(ch, "rdma");
+	r = cl ? reserve_client(s, shm || rdma, &idx, &id) : -ENOMEM;
 	bool reserved = !r;
 	if (!r && shm) {
 		cl->kind = CL_MBOX;
@@ -241,10 +300,18 @@ static void admit(struct zl_server *s, zl_channel *ch)
 		/* the client fences itself unless both sides take membarrier */
 		if (!(h.flags & SRV_F_MEMBARRIER) || !(w.flags & SRV_F_MEMBARRIER))
 			w.flags &= ~SRV_F_MEMBARRIER;
+	} else if (!r && rdma) {
+		cl->kind = CL_RMBOX;
+		cl->idx = idx;
+		r = rmbox_setup(s, cl, &w);
+		if (r == -EOPNOTSUPP) { /* requests as ring messages, then */
+			srv_rmbox_free(cl, true);
+			release_client(s, true, idx, false);
+			cl->kind = CL_RING;
+			r = 0;
+		}
 	} else if (!r) {
-		struct zl_channel_info ci;
-		zl_channel_info(ch, &ci);
-		cl->kind = strcmp(ci.transport, "rdma") ? CL_STREAM : CL_RING;
+		cl->kind = rdma || is_transport(ch, "rdma") ? CL_RING : CL_STREAM;
 	}
 	w.status = r;
 	w.client_id = id;
@@ -257,7 +324,7 @@ static void admit(struct zl_server *s, zl_channel *ch)
 	}
 	if (r) {
 		if (reserved)
-			release_client(s, shm, idx);
+			release_client(s, cl->kind == CL_MBOX || cl->kind == CL_RMBOX, idx, true);
 		if (cl) {
 			cl->ch = NULL;
 			srv_free_client(cl);
@@ -401,6 +468,7 @@ ZL_API void zl_server_close(zl_server *s)
 	for (struct srv_client *cl = s->graves; cl; cl = cl->next)
 		cl->deferred = 0; /* open deferred requests die with the server */
 	srv_bury(s);
+	free(s->rflags);
 	if (s->flags)
 		munmap(s->flags, s->flags_len);
 	int fds[] = { s->flags_fd, s->ep, s->stop_fd, s->ctl_fd, s->accept_fd };
@@ -433,5 +501,5 @@ void srv_take_ready(struct zl_server *s)
 /* The serving thread gives a client's place back (after srv_drop). */
 void srv_release(struct zl_server *s, struct srv_client *cl)
 {
-	release_client(s, cl->kind == CL_MBOX, cl->idx);
+	release_client(s, cl->kind == CL_MBOX || cl->kind == CL_RMBOX, cl->idx, true);
 }

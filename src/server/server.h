@@ -16,8 +16,11 @@
 
 enum cl_kind {
 	CL_MBOX,   /* shm: slots in the client's page, flags in the array */
+	CL_RMBOX,  /* rdma: slots in our memory, flags in the rdma array,
+	            * both written by the client through memory windows */
 	CL_STREAM, /* tcp, unix: channel messages, readiness from epoll */
-	CL_RING,   /* rdma: channel messages, found by polling the ring */
+	CL_RING,   /* rdma without memory windows: channel messages, found by
+	            * polling the ring */
 };
 
 enum req_state { REQ_IDLE, REQ_BUSY, REQ_DEFERRED };
@@ -30,6 +33,7 @@ struct zl_req {
 	uint8_t state;
 	bool replied;
 	bool reserved;  /* zl_reply_reserve is open */
+	bool bell;      /* its doorbell came before its channel message */
 	const uint8_t *data;
 	size_t len;
 	uint8_t *copy;  /* a deferred channel request's own bytes */
@@ -60,15 +64,19 @@ struct srv_client {
 	bool asym;           /* shm: the client skips its fence (membarrier) */
 	bool more;           /* chan_drain stopped with messages left */
 	uint32_t deferred;   /* requests in REQ_DEFERRED */
+	uint32_t bells;      /* requests with bell set */
 	struct backlog *bl_head, *bl_tail;
 	struct srv_client *next, *prev;  /* srv->clients */
 	struct srv_client *pnext;        /* srv->pending */
 	struct ep_tag t_chan, t_bell;
-	/* CL_MBOX */
+	/* CL_MBOX, CL_RMBOX */
 	uint32_t idx;        /* flags [idx*K, idx*K + K) */
-	uint8_t *page;
+	uint8_t *page;       /* shm: a memfd mapping; rdma: our memory */
 	size_t page_len;
-	int doorbell;
+	int doorbell;        /* shm */
+	struct zl_rmem *rm_slots, *rm_flags; /* rdma: its two ranges */
+	struct zl_win *w_slots, *w_flags; /* rdma: the client's windows */
+	const struct zl_onesided_ops *os;
 	struct zl_req req[]; /* K */
 };
 
@@ -104,14 +112,16 @@ struct zl_server {
 	uint8_t *idx_used;         /* mailbox index map, max_clients bytes */
 	uint64_t next_id;
 
-	/* the mailbox: flags of all shm clients, one memfd */
+	/* the mailbox: flags of all shm clients, one memfd; flags of all rdma
+	 * clients, a second array (shm clients must not reach it). Both are
+	 * indexed alike: a client's index owns the same K bytes in each. */
 	int flags_fd;
-	uint8_t *flags;
+	uint8_t *flags, *rflags;
 	size_t flags_len;
 	struct srv_client **mbox; /* by index */
 	uint32_t mbox_hi;         /* indices in use are below this */
 	enum zl_scan_impl scan_impl;
-	size_t scan_start;
+	size_t scan_start, rscan_start;
 	int64_t next_sweep;
 
 	/* serving thread only */
@@ -121,6 +131,7 @@ struct zl_server {
 	uint32_t nstream, nring, nmore;
 	int64_t next_epoll;          /* next nonblocking epoll look (shm only) */
 	uint32_t nmbox, nmbox_fence; /* shm clients; those without membarrier */
+	uint32_t nrmbox, nbells;     /* rdma mailbox clients; open bells */
 	uint8_t *big;                /* fragmented channel requests */
 	size_t big_cap;
 	uint8_t *scratch;            /* replies larger than one record */
@@ -135,6 +146,11 @@ struct zl_server {
 void srv_take_ready(struct zl_server *srv);
 void srv_drain(int efd); /* read an eventfd empty */
 void srv_release(struct zl_server *srv, struct srv_client *cl);
+void srv_rmbox_free(struct srv_client *cl, bool all);
+/* client.c; for tests (tests/srv_rogue_rdma.c), not exported: the
+ * channel and windows of an rdma mailbox client, or -ENOENT. */
+int srv_client_rwin(const zl_client *c, zl_channel **ch, struct zl_rwin *slots,
+		    struct zl_rwin *flags);
 /* serve.c */
 void srv_attach(struct zl_server *srv, struct srv_client *cl);
 void srv_drop(struct srv_client *cl, const char *why, int err);

@@ -8,11 +8,17 @@
  *                     three fds (flag array memfd, the client's page memfd,
  *                     its doorbell eventfd); elsewhere as a channel message.
  *
+ * On rdma the welcome is a channel message carrying two memory windows
+ * bound to the client's queue pair: its K slots (in server memory) and its
+ * K flags (in the server's contiguous rdma flag array).
+ *
  * A request is a srv_hdr and len bytes. On shm it sits in one of the
- * client's slots (in its page) and its mailbox flag announces it; a request
- * larger than a slot travels as a channel message (header + body) and its
- * slot carries the same header with SRV_F_CHAN as a doorbell. On the other
- * transports every request is a channel message.
+ * client's slots (in its page) and its mailbox flag announces it; on rdma
+ * the client WRITEs the slot, then (a separate WRITE, which RC executes
+ * after the first) the flag. A request larger than a slot travels as a
+ * channel message (header + body) and its slot carries the same header
+ * with SRV_F_CHAN as a doorbell. On tcp and unix every request is a
+ * channel message.
  * A reply is a srv_rep and the reply bytes, always a channel message.
  *
  * The shm client page: a control line (srv_sleeping: set by the server
@@ -26,7 +32,7 @@
 #include <stdint.h>
 
 #define SRV_MAGIC 0x56535a4cu /* "LZSV" */
-#define SRV_VERSION 1
+#define SRV_VERSION 2
 #define SRV_MAX_SLOTS 64
 
 struct srv_hello {
@@ -41,6 +47,15 @@ struct srv_hello {
 #define SRV_F_MEMBARRIER 1u
 /* welcome: requests go into the mailbox (shm); three fds came along */
 #define SRV_F_MBOX 2u
+/* welcome: requests go into the mailbox by RDMA WRITE (the two windows) */
+#define SRV_F_RMBOX 4u
+
+/* A memory window the client may WRITE (rdma). */
+struct srv_rwin {
+	uint64_t addr;
+	uint32_t rkey;
+	uint32_t len;
+};
 
 struct srv_welcome {
 	uint32_t magic;
@@ -56,6 +71,8 @@ struct srv_welcome {
 	uint32_t flags_len; /* size of the flag array memfd */
 	uint32_t page_len;  /* size of this client's page memfd */
 	uint32_t reserved;
+	struct srv_rwin slots_win; /* rdma: K * slot_size bytes */
+	struct srv_rwin flags_win; /* rdma: K bytes */
 };
 
 /* Request header, in a slot or in front of a channel message. */

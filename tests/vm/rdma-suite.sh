@@ -36,12 +36,13 @@ for order in split single split2; do
 	run "chan_stream_duplex_rdma_$order" "$B/tests/chan_stream" rdma duplex
 	run "verbs_sizes_$order" "$B/src/transport/verbs/verbs_test" sizes "$order"
 done
-# The N:1 server over rdma:// (requests as ring messages, polled), fewer
-# clients than on the host.
+# The N:1 server over rdma:// (the mailbox written through memory windows),
+# fewer clients than on the host, and rogue clients against the windows.
 export ZL_TEST_URL_rdma="rdma://$ZL_RDMA_IP_A:0?dev=$ZL_RDMA_DEV_A"
 export ZL_TEST_CONNECT_rdma="dev=$ZL_RDMA_DEV_B"
 run srv_basic_rdma "$B/tests/srv_basic" rdma 8
 run srv_kill_rdma "$B/tests/srv_fault" rdma kill
+run srv_rogue_rdma "$B/tests/srv_rogue_rdma"
 for c in kill memlock hostile rkey auto; do
 	run "verbs_$c" "$B/src/transport/verbs/verbs_test" "$c" split
 done

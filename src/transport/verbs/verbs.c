@@ -32,11 +32,21 @@
  * receive CQ and its completion channel. A flag WRITE and a data WRITE can
  * cross in flight, so a sleeper also re-checks its ring every millisecond:
  * a lost wakeup costs at most 1 ms, never a hang.
+ *
+ * One-sided access (zl_onesided_ops in internal.h): a device is opened
+ * once per process and its protection domain shared by all channels on it,
+ * so memory registered once can be opened to many peers. Regions are
+ * registered without remote access; a peer gets a type-2 memory window
+ * bound to its own queue pair, so its key is useless on any other
+ * connection, and a write outside the window fails that peer's QP only.
+ * rxe checks a window's accesses against its region's bounds, not the
+ * window's: a window must cover its whole region to be a bound there.
  */
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <infiniband/verbs.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,9 +88,29 @@ struct rd_params {
 	int order;           /* -1 auto, else enum rd_mode */
 };
 
+/* An open device, shared by this process's channels on it. */
+struct rd_dev {
+	struct rd_dev *next;
+	char name[64];
+	pid_t pid; /* a forked child opens its own */
+	int refs;
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+};
+
+struct zl_rmem {
+	struct rd_dev *dev;
+	struct ibv_mr *mr;
+};
+
+struct zl_win {
+	struct ibv_mw *mw;
+};
+
 struct rd_chan {
 	struct zl_ringchan rc;
 	int sock, epfd;
+	struct rd_dev *dev;
 	struct ibv_context *ctx;
 	struct ibv_pd *pd;
 	struct ibv_comp_channel *chan;
@@ -110,6 +140,73 @@ struct rd_listener {
 };
 
 #define RD(rc) ((struct rd_chan *)(rc))
+
+/* ---- devices ----------------------------------------------------------- */
+
+static pthread_mutex_t devs_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct rd_dev *devs;
+
+static void dev_put(struct rd_dev *d)
+{
+	pthread_mutex_lock(&devs_lock);
+	bool last = --d->refs == 0;
+	if (last) {
+		struct rd_dev **pp = &devs;
+		while (*pp != d)
+			pp = &(*pp)->next;
+		*pp = d->next;
+	}
+	pthread_mutex_unlock(&devs_lock);
+	if (!last)
+		return;
+	if (d->pd)
+		ibv_dealloc_pd(d->pd);
+	ibv_close_device(d->ctx);
+	free(d);
+}
+
+/* The named device (the first one if unnamed), opened once per process. */
+static int dev_get(const char *want, struct rd_dev **out)
+{
+	int n, r = 0;
+	struct ibv_device **list = ibv_get_device_list(&n);
+	if (!list || n == 0) {
+		ZL_LOG(ZL_LOG_ERROR, "rdma: no RDMA devices");
+		ibv_free_device_list(list);
+		return -ENODEV;
+	}
+	int i = 0;
+	while (i < n && want[0] && strcmp(ibv_get_device_name(list[i]), want))
+		i++;
+	const char *name = i < n ? ibv_get_device_name(list[i]) : want;
+	pthread_mutex_lock(&devs_lock);
+	struct rd_dev *d = devs;
+	while (d && (strcmp(d->name, name) || d->pid != getpid()))
+		d = d->next;
+	if (d) {
+		d->refs++;
+	} else if (i == n || !(d = calloc(1, sizeof(*d)))) {
+		r = i == n ? -ENODEV : -ENOMEM;
+	} else if (!(d->ctx = ibv_open_device(list[i])) || !(d->pd = ibv_alloc_pd(d->ctx))) {
+		if (d->ctx)
+			ibv_close_device(d->ctx);
+		free(d);
+		d = NULL;
+		r = -ENODEV;
+	} else {
+		snprintf(d->name, sizeof(d->name), "%s", name);
+		d->pid = getpid();
+		d->refs = 1;
+		d->next = devs;
+		devs = d;
+	}
+	pthread_mutex_unlock(&devs_lock);
+	ibv_free_device_list(list);
+	if (r == -ENODEV)
+		ZL_LOG(ZL_LOG_ERROR, "rdma: cannot open device '%s'", want[0] ? want : "(any)");
+	*out = d;
+	return r;
+}
 
 /* ---- send queue ---------------------------------------------------------- */
 
@@ -146,25 +243,48 @@ static inline void unlock(struct rd_chan *v)
 	atomic_flag_clear_explicit(&v->lock, memory_order_release);
 }
 
+/* Wait (bounded) for a free send-queue slot. Caller holds the lock. */
+static int sq_room(struct rd_chan *v)
+{
+	if (v->posted - v->completed < SQ_DEPTH - 1)
+		return 0;
+	int64_t deadline = zl_now_us() + REAP_TIMEOUT_US;
+	while (v->posted - v->completed >= SQ_DEPTH - 1) {
+		int r = reap(v);
+		if (r)
+			return r;
+		if (zl_now_us() > deadline) {
+			ZL_LOG(ZL_LOG_ERROR, "rdma: send queue stuck for 2 s");
+			v->qp_failed = true;
+			return -ECONNRESET;
+		}
+	}
+	return 0;
+}
+
+/* Post one work request (its wr_id is set here). Caller holds the lock. */
+static int post_wr_locked(struct rd_chan *v, struct ibv_send_wr *wr)
+{
+	int r = sq_room(v);
+	if (r)
+		return r;
+	struct ibv_send_wr *bad;
+	wr->wr_id = ++v->posted;
+	r = ibv_post_send(v->qp, wr, &bad);
+	if (r) {
+		v->posted--;
+		ZL_LOG(ZL_LOG_ERROR, "rdma: ibv_post_send: %s", strerror(r));
+		v->qp_failed = true;
+		return -ECONNRESET;
+	}
+	return 0;
+}
+
 static int post_locked(struct rd_chan *v, enum ibv_wr_opcode op, const void *src, uint32_t len,
 		       uint32_t lkey, uint64_t raddr, uint32_t rkey, uint32_t imm)
 {
-	if (v->posted - v->completed >= SQ_DEPTH - 1) {
-		int64_t deadline = zl_now_us() + REAP_TIMEOUT_US;
-		while (v->posted - v->completed >= SQ_DEPTH - 1) {
-			int r = reap(v);
-			if (r)
-				return r;
-			if (zl_now_us() > deadline) {
-				ZL_LOG(ZL_LOG_ERROR, "rdma: send queue stuck for 2 s");
-				v->qp_failed = true;
-				return -ECONNRESET;
-			}
-		}
-	}
 	struct ibv_sge sge = { .addr = (uintptr_t)src, .length = len, .lkey = lkey };
-	struct ibv_send_wr wr = { 0 }, *bad;
-	wr.wr_id = ++v->posted;
+	struct ibv_send_wr wr = { 0 };
 	wr.sg_list = &sge;
 	wr.num_sge = len ? 1 : 0;
 	wr.opcode = op;
@@ -177,14 +297,7 @@ static int post_locked(struct rd_chan *v, enum ibv_wr_opcode op, const void *src
 	wr.wr.rdma.remote_addr = raddr;
 	wr.wr.rdma.rkey = rkey;
 	wr.imm_data = htonl(imm);
-	int r = ibv_post_send(v->qp, &wr, &bad);
-	if (r) {
-		v->posted--;
-		ZL_LOG(ZL_LOG_ERROR, "rdma: ibv_post_send: %s", strerror(r));
-		v->qp_failed = true;
-		return -ECONNRESET;
-	}
-	return 0;
+	return post_wr_locked(v, &wr);
 }
 
 static int post(struct rd_chan *v, enum ibv_wr_opcode op, const void *src, uint32_t len,
@@ -396,10 +509,8 @@ static void rd_free(struct rd_chan *v)
 		ibv_dereg_mr(v->ctl_mr);
 	if (v->stage_mr)
 		ibv_dereg_mr(v->stage_mr);
-	if (v->pd)
-		ibv_dealloc_pd(v->pd);
-	if (v->ctx)
-		ibv_close_device(v->ctx);
+	if (v->dev)
+		dev_put(v->dev);
 	free(v->ring);
 	free(v->stage);
 	free(v->ctl);
@@ -440,6 +551,110 @@ static const struct zl_ring_link_ops rd_link_split = {
 	.destroy = rd_destroy,
 };
 
+/* ---- one-sided access ------------------------------------------------------ */
+
+static int reg(struct rd_chan *v, struct ibv_mr **mr, void *addr, size_t len, int access);
+
+static int os_reg(zl_channel *ch, void *addr, size_t len, struct zl_rmem **out)
+{
+	struct rd_chan *v = RD(ch);
+	struct zl_rmem *m = calloc(1, sizeof(*m));
+	if (!m)
+		return -ENOMEM;
+	/* no remote access: peers get windows */
+	int r = reg(v, &m->mr, addr, len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND);
+	if (r) {
+		free(m);
+		return r;
+	}
+	pthread_mutex_lock(&devs_lock);
+	v->dev->refs++;
+	pthread_mutex_unlock(&devs_lock);
+	m->dev = v->dev;
+	*out = m;
+	return 0;
+}
+
+static void os_dereg(struct zl_rmem *m)
+{
+	if (!m)
+		return;
+	ibv_dereg_mr(m->mr);
+	dev_put(m->dev);
+	free(m);
+}
+
+/* Bind a type-2 window on this QP and wait for the bind to complete. */
+static int os_win_open(zl_channel *ch, struct zl_rmem *m, void *addr, uint32_t len,
+		       struct zl_win **out, struct zl_rwin *desc)
+{
+	struct rd_chan *v = RD(ch);
+	uint8_t *a = addr, *base = m->mr->addr;
+	if (m->dev != v->dev)
+		return -EXDEV;
+	if (a < base || len > m->mr->length || (size_t)(a - base) > m->mr->length - len)
+		return -EINVAL;
+	struct zl_win *w = calloc(1, sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	w->mw = ibv_alloc_mw(v->pd, IBV_MW_TYPE_2);
+	if (!w->mw) {
+		ZL_LOG(ZL_LOG_INFO, "rdma: %s has no type-2 memory windows (%s)",
+		       ibv_get_device_name(v->ctx->device), strerror(errno));
+		free(w);
+		return -EOPNOTSUPP;
+	}
+	struct ibv_send_wr wr = { .opcode = IBV_WR_BIND_MW, .send_flags = IBV_SEND_SIGNALED };
+	wr.bind_mw.mw = w->mw;
+	wr.bind_mw.rkey = ibv_inc_rkey(w->mw->rkey);
+	wr.bind_mw.bind_info = (struct ibv_mw_bind_info){
+		.mr = m->mr, .addr = (uintptr_t)addr, .length = len,
+		.mw_access_flags = IBV_ACCESS_REMOTE_WRITE };
+	lock(v);
+	int r = post_wr_locked(v, &wr);
+	int64_t deadline = zl_now_us() + REAP_TIMEOUT_US;
+	while (!r && v->completed < wr.wr_id) {
+		r = reap(v);
+		if (!r && zl_now_us() > deadline)
+			r = -ETIMEDOUT;
+	}
+	unlock(v);
+	if (r) {
+		ZL_LOG(ZL_LOG_ERROR, "rdma: binding a memory window failed (%s)", zl_strerror(r));
+		ibv_dealloc_mw(w->mw);
+		free(w);
+		return -ECONNRESET;
+	}
+	*desc = (struct zl_rwin){ .addr = (uintptr_t)addr, .rkey = wr.bind_mw.rkey, .len = len };
+	*out = w;
+	return 0;
+}
+
+static void os_win_close(struct zl_win *w)
+{
+	if (!w)
+		return;
+	ibv_dealloc_mw(w->mw);
+	free(w);
+}
+
+static int os_write(zl_channel *ch, struct zl_rmem *m, const void *src, uint32_t len,
+		    const struct zl_rwin *dst, uint32_t off)
+{
+	struct rd_chan *v = RD(ch);
+	if (off > dst->len || len > dst->len - off)
+		return -EINVAL;
+	return post(v, IBV_WR_RDMA_WRITE, src, len, m->mr->lkey, dst->addr + off, dst->rkey, 0);
+}
+
+static const struct zl_onesided_ops rd_onesided = {
+	.reg = os_reg,
+	.dereg = os_dereg,
+	.win_open = os_win_open,
+	.win_close = os_win_close,
+	.write = os_write,
+};
+
 /* ---- setup ---------------------------------------------------------------- */
 
 static int parse_params(const struct zl_url *u, struct rd_params *p)
@@ -478,26 +693,6 @@ static int parse_params(const struct zl_url *u, struct rd_params *p)
 				return -EINVAL;
 			}
 		}
-	}
-	return 0;
-}
-
-static int open_device(struct rd_chan *v, const struct rd_params *p)
-{
-	int n;
-	struct ibv_device **list = ibv_get_device_list(&n);
-	if (!list || n == 0) {
-		ZL_LOG(ZL_LOG_ERROR, "rdma: no RDMA devices");
-		ibv_free_device_list(list);
-		return -ENODEV;
-	}
-	for (int i = 0; i < n && !v->ctx; i++)
-		if (!p->dev[0] || !strcmp(ibv_get_device_name(list[i]), p->dev))
-			v->ctx = ibv_open_device(list[i]);
-	ibv_free_device_list(list);
-	if (!v->ctx) {
-		ZL_LOG(ZL_LOG_ERROR, "rdma: cannot open device '%s'", p->dev[0] ? p->dev : "(any)");
-		return -ENODEV;
 	}
 	return 0;
 }
@@ -616,9 +811,11 @@ static int setup(struct rd_chan *v, const struct rd_params *p, const struct zl_o
 {
 	struct ibv_port_attr pa;
 	union ibv_gid gid;
-	int r = open_device(v, p);
+	int r = dev_get(p->dev, &v->dev);
 	if (r)
 		return r;
+	v->ctx = v->dev->ctx;
+	v->pd = v->dev->pd;
 	if (ibv_query_port(v->ctx, (uint8_t)p->port, &pa) || pa.state != IBV_PORT_ACTIVE) {
 		ZL_LOG(ZL_LOG_ERROR, "rdma: port %d of %s is not active", p->port,
 		       ibv_get_device_name(v->ctx->device));
@@ -627,9 +824,8 @@ static int setup(struct rd_chan *v, const struct rd_params *p, const struct zl_o
 	int gid_index = pick_gid(v, p, pa.gid_tbl_len, &gid);
 	if (gid_index < 0)
 		return -EINVAL;
-	v->pd = ibv_alloc_pd(v->ctx);
 	v->chan = ibv_create_comp_channel(v->ctx);
-	if (!v->pd || !v->chan)
+	if (!v->chan)
 		return -ENOMEM;
 	fcntl(v->chan->fd, F_SETFL, fcntl(v->chan->fd, F_GETFL) | O_NONBLOCK);
 	v->scq = ibv_create_cq(v->ctx, SQ_DEPTH, NULL, NULL, 0);
@@ -722,6 +918,7 @@ static int setup(struct rd_chan *v, const struct rd_params *p, const struct zl_o
 	rc->peer_tx_sleeping = &v->ctl->tx_sleeping;
 	rc->publish_rpos = rd_publish;
 	zl_ringchan_init(rc, o, "rdma");
+	rc->base.os = &rd_onesided;
 	snprintf(rc->stats.mode, sizeof(rc->stats.mode), "%s", mode_name[my_mode]);
 	return 0;
 }
