@@ -21,11 +21,17 @@
 #
 # Writes OUT (default BUILD_DIR/ycsb-compare): ycsb-compare.csv (every
 # zl-ycsb row), ycsb-compare.md (the tables), ycsb-compare.png (gnuplot, if
-# installed) and logs/ (each run's full zl-ycsb output).
+# installed; its script and data: ycsb-compare.gp, .dat) and logs/ (each
+# run's full zl-ycsb output).
 #
-# --vm: run inside the RDMA VM (tests/vm/rdma-vm.sh) and add zl-rdma (Soft-
-# RoCE; Redis and memcached are skipped there if the VM lacks them).
-# Untested so far. Inside the VM zl-rdma is added when ZL_RDMA_IP_A is set.
+# --vm: run inside the RDMA VM (tests/vm/rdma-vm.sh, BUILD_DIR is its share)
+# with the host's redis-server and memcached, and add zl-rdma (zl-kvd over
+# Soft-RoCE, rxe0 <-> rxe1) and the zl-kvd rdma / Redis tcp ratio. OUT
+# (default BUILD_DIR/ycsb-compare-vm) must be inside BUILD_DIR; the PNG is
+# drawn on the host. The emulator is 10-100x slower than hardware: use small
+# counts (--records 10000 --ops 5000 --headline-ops 5000: ~80 s when quiet) and
+# compare only ratios within one run. Inside the VM zl-rdma is added when
+# ZL_RDMA_IP_A is set.
 #
 # Exit status: 0, 1 if a run failed, 2 usage.
 set -uo pipefail
@@ -35,8 +41,8 @@ B=$here/../build
 records=100000 ops=100000 headline_ops=200000 threads=1
 workloads="a b c d e f" backends="redis memcached zl-shm zl-unix zl-tcp"
 out='' vm=0
-args=("$@")
 if [ $# -gt 0 ] && [ "${1#-}" = "$1" ]; then B=$1; shift; fi
+args=("$@")
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--records) records=${2:?}; shift 2 ;;
@@ -61,9 +67,30 @@ for f in "$zy" "$kvd"; do
 done
 
 if [ "$vm" = 1 ] && [ -z "${ZL_RDMA_IP_A:-}" ]; then # on the host: boot the VM, rerun inside
-	cp "$0" "$B/ycsb-compare.sh"
-	exec "$here/../tests/vm/rdma-vm.sh" --timeout 1500 --share "$B" -- \
-		"$B/ycsb-compare.sh" "${args[@]}"
+	# Only the share (B) comes back from the guest: OUT must be in it.
+	out=$(realpath -m "${out:-$B/ycsb-compare-vm}")
+	case $out/ in
+	"$B"/*) ;;
+	*) echo "ycsb-compare.sh: with --vm, --out must be inside $B (the VM's share)" >&2; exit 2 ;;
+	esac
+	[ "$0" -ef "$B/ycsb-compare.sh" ] || cp "$0" "$B/ycsb-compare.sh" || exit 2
+	# The VM image has neither server: rdma-vm.sh copies the host's in, with
+	# their libraries. B is passed absolute, and is the guest's cwd too.
+	(cd "$B" && ZL_VM_EXTRA="${ZL_VM_EXTRA:-} redis-server memcached" \
+		"$here/../tests/vm/rdma-vm.sh" --timeout 1500 --share "$B" -- \
+		"$B/ycsb-compare.sh" "$B" "${args[@]}" --out "$out")
+	rc=$?
+	# The guest has no gnuplot: it leaves the plot's script and data in OUT.
+	if [ -s "$out/ycsb-compare.gp" ]; then
+		if ! command -v gnuplot >/dev/null 2>&1; then
+			echo "note: gnuplot not found; no PNG (apt-get install gnuplot-nox)"
+		elif gnuplot "$out/ycsb-compare.gp"; then
+			echo "plot: $out/ycsb-compare.png"
+		else
+			echo "note: gnuplot failed; no PNG"
+		fi
+	fi
+	exit "$rc"
 fi
 if [ -n "${ZL_RDMA_IP_A:-}" ] && [[ " $backends " != *" zl-rdma "* ]]; then
 	backends="$backends zl-rdma"
@@ -72,7 +99,8 @@ fi
 out=${out:-$B/ycsb-compare}
 mkdir -p "$out/logs" || exit 2
 csv=$out/ycsb-compare.csv md=$out/ycsb-compare.md png=$out/ycsb-compare.png
-rm -f "$csv" "$out/headline.csv" "$out"/logs/*.log*
+gp=$out/ycsb-compare.gp dat=$out/ycsb-compare.dat
+rm -f "$csv" "$out/headline.csv" "$out"/logs/*.log* "$gp" "$dat" "$png"
 tmp=$(mktemp -d /tmp/ycsb-compare.XXXXXX) || exit 2
 
 # Servers on cpu1, the driver on cpu0 (the machine this was written for has
@@ -81,6 +109,8 @@ srv_pin=() cli_pin=() pin_note="not pinned"
 if [ "$(nproc)" -ge 2 ] && command -v taskset >/dev/null 2>&1; then
 	srv_pin=(taskset -c 1) cli_pin=(taskset -c 0) pin_note="servers on cpu1, driver on cpu0 (taskset)"
 fi
+where="$(uname -n), $(uname -sr)"
+[ -n "${ZL_VM:-}" ] && where="the Soft-RoCE VM (tests/vm/rdma-vm.sh, qemu TCG: compare only ratios), $(uname -sr)"
 
 # -m: room for every record; -u: memcached refuses to run as root without it
 mc_user=()
@@ -170,6 +200,9 @@ start_server() {
 		rdma) l="rdma://$ZL_RDMA_IP_A:0?dev=$ZL_RDMA_DEV_A" ;;
 		*) return 1 ;;
 		esac
+		# Emptied here: the child's own truncation may come after our first
+		# read, which then finds the previous server's URL (seen in the VM).
+		: >"$tmp/kvd.out"
 		"${srv_pin[@]}" "$kvd" --listen "$l" >"$tmp/kvd.out" 2>"$log" &
 		srv=$!
 		pids+=("$srv")
@@ -301,7 +334,7 @@ for be in $backends; do have_backend "$be" && present+=("$be"); done
 {
 	echo "# YCSB: zl-kvd vs Redis vs memcached"
 	echo
-	echo "$(date '+%Y-%m-%d %H:%M'), $(uname -n), $(uname -sr), $(nproc) CPUs" \
+	echo "$(date '+%Y-%m-%d %H:%M'), $where, $(nproc) CPUs" \
 		"($(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo 2>/dev/null)); $pin_note."
 	echo "Driver: zl-ycsb (tools/zl-ycsb), $threads client thread(s), one request in flight per thread;"
 	echo "$records records, $ops operations per workload. Cells: throughput in ops/s"
@@ -337,33 +370,34 @@ for be in $backends; do have_backend "$be" && present+=("$be"); done
 	done
 	echo
 	redis=$(field "$h" redis c run OVERALL 7)
-	ratio() { # name backend min
+	ratio() { # name backend [min]
 		local v
 		v=$(field "$h" "$2" c run OVERALL 7)
 		if [ -z "$redis" ] || [ -z "$v" ]; then
 			echo "- $1: n/a (no measurement for $2 or redis)"
 			return
 		fi
-		awk -v a="$v" -v b="$redis" -v n="$1" -v m="$3" 'BEGIN {
+		awk -v a="$v" -v b="$redis" -v n="$1" -v m="${3:-}" 'BEGIN {
 			r = a / b
-			printf "- %s = %.0f / %.0f = **%.2f** (target >= %s): %s\n", n, a, b, r, m,
-				(r >= m ? "met" : "NOT met") }'
+			printf "- %s = %.0f / %.0f = **%.2f**", n, a, b, r
+			if (m == "") print ""
+			else printf " (target >= %s): %s\n", m, (r >= m ? "met" : "NOT met") }'
 	}
 	v=$(field "$h" null c run OVERALL 7)
 	[ -n "$v" ] && awk -v v="$v" 'BEGIN { printf "Driver alone (null://, no store) on the same run: %.2f M ops/s, i.e. %.0f ns\n" \
 		"of driver work (key choice, timing) per operation inside each figure.\n\n", v / 1e6, 1e9 / v }'
 	ratio "zl-kvd shm / Redis tcp ops/s" zl-shm 30
 	ratio "zl-kvd tcp / Redis tcp ops/s" zl-tcp 0.85
+	[[ " ${present[*]} " == *" zl-rdma "* ]] && ratio "zl-kvd rdma / Redis tcp ops/s" zl-rdma
 	echo
 	echo "Ratios are computed from the measured ops/s above. Logs: $out/logs/."
 } >"$md"
 cat "$md"
 
 # ---- plot ---------------------------------------------------------------
-if ! command -v gnuplot >/dev/null 2>&1; then
+if [ -z "${ZL_VM:-}" ] && ! command -v gnuplot >/dev/null 2>&1; then
 	echo "note: gnuplot not found; no PNG (apt-get install gnuplot-nox)"
-else
-	dat=$tmp/plot.dat
+else # script and data in OUT: the guest has none, --vm draws on the host
 	{
 		printf 'workload'; for be in "${present[@]}"; do printf ' %s %s' "$be" "$be-p50"; done; echo
 		for w in load $workloads headline; do
@@ -384,7 +418,7 @@ else
 		done
 	} >"$dat"
 	n=${#present[@]}
-	gnuplot <<EOF || echo "note: gnuplot failed; no PNG"
+	cat >"$gp" <<EOF
 set terminal pngcairo noenhanced size 1500,650 font 'sans,11'
 set output '$png'
 set datafile missing '-'
@@ -396,7 +430,7 @@ set logscale y
 set grid ytics mytics
 set format y '%g'
 set key below horizontal
-set multiplot layout 1,2 title "YCSB via zl-ycsb: $records records, $threads thread(s), one request in flight; $pin_note\n$(uname -n), $(date '+%Y-%m-%d %H:%M'); 'C, 100 B' = the headline (fieldcount=1 fieldlength=100)"
+set multiplot layout 1,2 title "YCSB via zl-ycsb: $records records, $threads thread(s), one request in flight; $pin_note\n$where, $(date '+%Y-%m-%d %H:%M'); 'C, 100 B' = the headline (fieldcount=1 fieldlength=100)"
 set title 'throughput (ops/s, log scale) -- higher is better'
 set format y '%.0s%c'
 plot for [i=0:$((n - 1))] '$dat' using 2*i+2:xtic(1) title columnheader(2*i+2)
@@ -405,7 +439,10 @@ set format y '%g'
 plot for [i=0:$((n - 1))] '$dat' using 2*i+3:xtic(1) title columnheader(2*i+2)
 unset multiplot
 EOF
-	[ -s "$png" ] && echo "plot: $png"
+	if [ -z "${ZL_VM:-}" ]; then
+		gnuplot "$gp" || echo "note: gnuplot failed; no PNG"
+		[ -s "$png" ] && echo "plot: $png"
+	fi
 fi
 echo "CSV: $csv, $out/headline.csv; table: $md"
 exit $failed

@@ -239,16 +239,18 @@ collect_base_files() {
 # The command and any ELF arguments (e.g. `valgrind ./t`) and ZL_VM_EXTRA:
 # their libraries; files outside the share are copied themselves too.
 collect_cmd_files() {
-	local arg f
+	local arg p f
 	for arg in "$@" ${ZL_VM_EXTRA:-}; do
 		case $arg in
-		*/*) f=$(readlink -f "$arg" 2>/dev/null) || continue ;;
-		*) f=$(type -P -- "$arg" 2>/dev/null) || continue
-		   f=$(readlink -f "$f") ;;
+		*/*) p=$arg ;;
+		*) p=$(type -P -- "$arg" 2>/dev/null) || continue ;;
 		esac
+		f=$(readlink -f "$p" 2>/dev/null) || continue
 		[ -f "$f" ] || continue
-		# Those in the share are visible in the guest already.
-		[[ $f == "$share"/* ]] || files+=("$f")
+		# Those in the share are visible in the guest already. Others go in by
+		# the name given: stage_file adds a symlink's target too, and a link's
+		# name can matter (redis-server -> redis-check-rdb picks by argv[0]).
+		[[ $f == "$share"/* ]] || files+=("$p")
 		add_deps "$f"
 	done
 }
