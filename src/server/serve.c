@@ -229,7 +229,7 @@ static int take_slot(struct srv_client *cl, uint32_t k, bool *valid)
 		*valid = seq == rq->seq || seq + 1 == rq->seq; /* maybe taken already */
 		if (!*valid || rq->state != REQ_IDLE || seq != rq->seq || rq->bell)
 			return 0;
-		if (cl->kind == CL_RMBOX) { /* the message may still be landing */
+		if (cl->kind == CL_RMBOX) { /* the message comes after its doorbell */
 			rq->bell = true;
 			cl->bells++;
 			s->nbells++;
