@@ -207,14 +207,21 @@ static void ring_doorbell(struct zl_client *c)
 	}
 }
 
-/* Write the slot header (sequence number last) and raise the flag. */
-static void announce(struct zl_client *c, uint32_t k, uint8_t type, uint8_t fl, size_t len)
+/* A slot header's fields but the sequence number, which each caller
+ * publishes in its own way. */
+static void set_hdr(struct srv_hdr *h, uint32_t k, uint8_t type, uint8_t fl, size_t len)
 {
-	struct srv_hdr *h = (struct srv_hdr *)(c->page + SRV_CTL_SIZE + (size_t)k * c->slot_size);
 	h->type = type;
 	h->flags = fl;
 	h->slot = (uint16_t)k;
 	h->len = (uint32_t)len;
+}
+
+/* Write the slot header (sequence number last) and raise the flag. */
+static void announce(struct zl_client *c, uint32_t k, uint8_t type, uint8_t fl, size_t len)
+{
+	struct srv_hdr *h = (struct srv_hdr *)(c->page + SRV_CTL_SIZE + (size_t)k * c->slot_size);
+	set_hdr(h, k, type, fl, len);
 	atomic_store_explicit(&h->seq, c->seq[k], memory_order_release);
 	atomic_store_explicit(&c->flags[k], type, memory_order_release);
 	ring_doorbell(c);
@@ -228,11 +235,8 @@ static int announce_rdma(struct zl_client *c, uint32_t k, uint8_t type, uint8_t 
 	uint8_t *slot = c->rbuf + (size_t)k * c->slot_size;
 	uint8_t *flag = c->rbuf + (size_t)c->slots * c->slot_size + k;
 	struct srv_hdr *h = (struct srv_hdr *)slot;
-	h->type = type;
-	h->flags = fl;
-	h->slot = (uint16_t)k;
-	h->len = (uint32_t)len;
-	atomic_store_explicit(&h->seq, c->seq[k], memory_order_relaxed);
+	set_hdr(h, k, type, fl, len);
+	atomic_store_explicit(&h->seq, c->seq[k], memory_order_relaxed); /* one WRITE */
 	*flag = type;
 	uint32_t n = (uint32_t)sizeof(*h) + (fl & SRV_F_CHAN ? 0 : (uint32_t)len);
 	int r = os->write(c->ch, c->rm, slot, n, &c->w_slots, k * c->slot_size);

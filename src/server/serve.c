@@ -29,7 +29,7 @@
  * A client stores its flag, fences, and rings its doorbell if srv_sleeping
  * was set. With membarrier(2) registered on both sides the client's fence
  * is a compiler barrier and the server's is a global membarrier. rdma
- * clients are armed through their channel (the arm op: a WRITE into the
+ * clients are armed through their channel (settle: a WRITE into the
  * client's memory) and poke the server after their flag WRITE; a flag
  * still in flight when the server looked once more is found at the latest
  * when the sleep ends, after sweep_us.
@@ -363,10 +363,11 @@ static int chan_request(struct srv_client *cl, const uint8_t *p, size_t n)
 		cl->bells--;
 		s->nbells--;
 	} else if (cl->kind == CL_RMBOX) {
-		/* Served ahead of its doorbell: a later doorbell was seen, so
-		 * this one has landed too (RC order). Consume it now, before the
-		 * reply lets the client write the slot again: a late flag could
-		 * otherwise announce a slot whose WRITE is still landing. */
+		/* Served (after another client doorbell) before the scan took
+		 * its own doorbell, which the client wrote before the message,
+		 * so it has landed. Consume it now, before the reply lets the
+		 * client write the slot again: a late flag could otherwise
+		 * announce a slot whose WRITE is still landing. */
 		*(volatile uint8_t *)&s->rflags[(size_t)cl->idx * s->o.slots + h.slot] = 0;
 	}
 	rq->type = h.type;

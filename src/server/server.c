@@ -311,7 +311,7 @@ static void admit(struct zl_server *s, zl_channel *ch)
 			r = 0;
 		}
 	} else if (!r) {
-		cl->kind = rdma || is_transport(ch, "rdma") ? CL_RING : CL_STREAM;
+		cl->kind = is_transport(ch, "rdma") ? CL_RING : CL_STREAM; /* rdma: no one-sided ops */
 	}
 	w.status = r;
 	w.client_id = id;

@@ -7,7 +7,7 @@
 
 #include "gnuplot.h"
 
-int have_gnuplot(void)
+static int have_gnuplot(void)
 {
 	const char *path = getenv("PATH");
 	char file[PATH_MAX + 16];
@@ -19,4 +19,14 @@ int have_gnuplot(void)
 		path += n + (path[n] == ':');
 	}
 	return 0;
+}
+
+int gnuplot_open(FILE **g)
+{
+	if (!have_gnuplot()) {
+		printf("note: gnuplot not found on PATH; no PNG written (apt-get install gnuplot-nox)\n");
+		return 1;
+	}
+	*g = popen("gnuplot", "w");
+	return *g ? 0 : -1;
 }

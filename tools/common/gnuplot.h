@@ -3,7 +3,10 @@
 #ifndef ZL_TOOLS_GNUPLOT_H
 #define ZL_TOOLS_GNUPLOT_H
 
-/* 1 if an executable "gnuplot" is on PATH. */
-int have_gnuplot(void);
+#include <stdio.h>
+
+/* Start gnuplot for writing a script into *g (pclose it). 0; 1 when
+ * gnuplot is not on PATH (a note is printed); -1 when it cannot start. */
+int gnuplot_open(FILE **g);
 
 #endif

@@ -46,13 +46,10 @@ static void panel(FILE *g, const struct plot_series *s, int ns, int col)
 int plot_png(const char *path, const struct plot_series *s, int ns, const size_t *sizes,
 	     int nsizes)
 {
-	if (!have_gnuplot()) {
-		printf("note: gnuplot not found on PATH; no PNG written (apt-get install gnuplot-nox)\n");
-		return 1;
-	}
-	FILE *g = popen("gnuplot", "w");
-	if (!g)
-		return -1;
+	FILE *g;
+	int r = gnuplot_open(&g);
+	if (r)
+		return r;
 	struct utsname u;
 	char when[64] = "";
 	time_t now = time(NULL);

@@ -11,13 +11,10 @@
 int plot_png(const struct opts *o, const struct phase_result *const *r,
 	     struct lat_stats *const *st, int nphases)
 {
-	if (!have_gnuplot()) {
-		printf("note: gnuplot not found on PATH; no PNG written (apt-get install gnuplot-nox)\n");
-		return 1;
-	}
-	FILE *g = popen("gnuplot", "w");
-	if (!g)
-		return -1;
+	FILE *g;
+	int rc = gnuplot_open(&g);
+	if (rc)
+		return rc;
 	char desc[160], title[512];
 	int n = 0;
 	workload_describe(&o->w, desc, sizeof(desc));
