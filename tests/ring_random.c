@@ -41,18 +41,26 @@ struct sent {
 	uint8_t type;
 };
 
-static void run_single(uint64_t seed, uint32_t size, uint64_t n)
+static void set_lines(struct rpair *p, bool lines)
+{
+	zl_ring_tx_set_lines(&p->tx, lines);
+	zl_ring_rx_set_lines(&p->rx, lines);
+}
+
+static void run_single(uint64_t seed, uint32_t size, uint64_t n, bool lines)
 {
 	struct tl_rng r = { seed };
 	struct rpair p;
 	uint32_t pubev = (uint32_t[]){ 0, 1, 64, size / 2 }[tl_rand_below(&r, 4)];
 	rp_init(&p, size, tl_rand(&r), pubev, ZL_LAYOUT_LEN_FIRST, tl_rand_below(&r, 2));
+	set_lines(&p, lines);
+	static uint8_t one[65536]; /* a message for zl_ring_tx_put */
 	uint32_t maxp = zl_ring_max_payload(size);
 	/* in flight fits in size / 24 records */
 	uint32_t qcap = size / ZL_REC_OVERHEAD + 1, qh = 0, qt = 0;
 	struct sent *q = calloc(qcap, sizeof(*q));
 	CHECK(q);
-	uint64_t next = 0, got = 0, eagain = 0, aborts = 0, truncs = 0;
+	uint64_t next = 0, got = 0, eagain = 0, aborts = 0, truncs = 0, puts = 0;
 	int bias = 50;
 
 	while (got < n) {
@@ -62,8 +70,30 @@ static void run_single(uint64_t seed, uint32_t size, uint64_t n)
 			uint32_t len = pick_len(&r, maxp);
 			uint8_t type = (uint8_t)(1 + tl_rand_below(&r, 4)); /* MSG..LAST */
 			uint64_t w = p.tx.wpos;
-			uint32_t rs = zl_rec_size(len), rem = size - (uint32_t)(w & (size - 1));
+			uint32_t rs = zl_ring_rec_bytes(lines, len, type);
+			uint32_t rem = size - (uint32_t)(w & (size - 1));
 			uint64_t start = rs <= rem ? w : w + rem;
+			if (tl_rand_below(&r, 4) == 0) { /* the one-step send */
+				uint64_t cached = p.tx.rpos_cache;
+				msg_make(one, len, next);
+				int rc = zl_ring_tx_put(&p.tx, one, len, type);
+				if (rc == -EAGAIN) {
+					CHECKF(rs > rem || w + rs > cached + size,
+					       "put: -EAGAIN with room at wpos %" PRIu64, w);
+					CHECK(p.tx.wpos == w);
+					continue;
+				}
+				CHECK_OK(rc);
+				CHECKF(rs <= rem && p.tx.wpos >= w + rs && p.tx.wpos - (w + rs) < ZL_REC_OVERHEAD,
+				       "put: record of %u bytes at %" PRIu64 " moved wpos to %" PRIu64, rs, w,
+				       p.tx.wpos);
+				CHECK((qt + 1) % qcap != qh);
+				q[qt] = (struct sent){ next, len, type };
+				qt = (qt + 1) % qcap;
+				next++;
+				puts++;
+				continue;
+			}
 			void *ptr;
 			int rc = zl_ring_tx_reserve(&p.tx, len, type, &ptr);
 			uint64_t rpos_now = atomic_load(&p.peer_rpos);
@@ -136,10 +166,11 @@ static void run_single(uint64_t seed, uint32_t size, uint64_t n)
 	uint8_t ty;
 	CHECK_RC(zl_ring_rx_peek(&p.rx, &rp, &rl, &ty), -EAGAIN);
 	CHECK(p.rx.seq == p.tx.seq);
-	printf("single thread, ring %u: %" PRIu64 " msgs, %" PRIu64 " full (-EAGAIN), %" PRIu64
-	       " aborts, %" PRIu64 " truncated commits, %" PRIu64 " rpos reads\n",
-	       size, n, eagain, aborts, truncs, p.tx.rpos_reads);
-	CHECK(eagain > 0);
+	printf("single thread, ring %u, %s grain: %" PRIu64 " msgs (%" PRIu64 " by put), %" PRIu64
+	       " full (-EAGAIN), %" PRIu64 " aborts, %" PRIu64 " truncated commits, %" PRIu64
+	       " rpos reads\n",
+	       size, lines ? "line" : "word", n, puts, eagain, aborts, truncs, p.tx.rpos_reads);
+	CHECK(eagain > 0 && puts > 0);
 	free(q);
 	rp_free(&p);
 }
@@ -180,11 +211,12 @@ static void *producer(void *arg)
 	return NULL;
 }
 
-static void run_threads(uint64_t seed, uint32_t size, uint64_t n)
+static void run_threads(uint64_t seed, uint32_t size, uint64_t n, bool lines)
 {
 	static struct mt m;
 	memset(&m, 0, sizeof(m));
 	rp_init(&m.p, size, seed * 3 + 1, 0, ZL_LAYOUT_LEN_FIRST, true);
+	set_lines(&m.p, lines);
 	m.n = n;
 	m.seed = seed;
 	/* lengths as for a 4 KiB ring: many records per lap, bounded time */
@@ -220,9 +252,9 @@ static void run_threads(uint64_t seed, uint32_t size, uint64_t n)
 		last = tl_now_us();
 	}
 	CHECK(pthread_join(th, NULL) == 0);
-	printf("two threads, ring %u: %" PRIu64 " msgs, %" PRIu64 " bytes, %" PRIu64
+	printf("two threads, ring %u, %s grain: %" PRIu64 " msgs, %" PRIu64 " bytes, %" PRIu64
 	       " rpos reads, %" PRIu64 " rpos updates\n",
-	       size, n, bytes, m.p.tx.rpos_reads, m.p.rx.rpos_updates);
+	       size, lines ? "line" : "word", n, bytes, m.p.tx.rpos_reads, m.p.rx.rpos_updates);
 	rp_free(&m.p);
 }
 
@@ -232,12 +264,13 @@ int main(int argc, char **argv)
 	uint64_t seed = tl_seed();
 	uint64_t n = tl_scaled(1000000);
 	if (argc > 1 && !strcmp(argv[1], "threads")) {
-		run_threads(seed, 4096, n / 2);
-		run_threads(seed + 1, 65536, n / 2);
+		run_threads(seed, 4096, n / 2, true);
+		run_threads(seed + 1, 65536, n / 2, false);
 	} else {
-		run_single(seed, 4096, n / 2);
-		run_single(seed + 1, 8192, n / 4);
-		run_single(seed + 2, 65536, n / 4);
+		run_single(seed, 4096, n / 4, false);
+		run_single(seed + 3, 4096, n / 4, true);
+		run_single(seed + 1, 8192, n / 4, seed & 1);
+		run_single(seed + 2, 65536, n / 4, !(seed & 1));
 	}
 	return T_EXIT_PASS;
 }

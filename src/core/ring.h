@@ -13,7 +13,10 @@
  *
  * seq counts records from 0; key is a random 64-bit value chosen by the
  * receiver per channel and known only to the two ends; mix is a bijection
- * on 64-bit words with full avalanche (zl_mix64). A record never wraps:
+ * on 64-bit words with full avalanche (zl_mix64). With line grain (shm)
+ * the record is padded further, to 32 bytes when it fits there and to a
+ * multiple of 64 otherwise, so that a record shares no cache line with the
+ * next one (PAD records stay exact). A record never wraps:
  * when it does not fit before the end of the ring the sender writes a PAD
  * record to the end and starts at offset 0. A tail of fewer than 24 bytes
  * (too short for any record) is skipped by rule, by the sender as soon as
@@ -107,6 +110,20 @@ static inline uint32_t zl_rec_size(uint32_t len)
 	return ZL_REC_OVERHEAD + ((len + 7u) & ~7u);
 }
 
+/* Bytes of a record with len payload bytes and this type in a ring with
+ * line grain or not. Records of line grain start at multiples of 32, so
+ * one of up to 32 bytes stays in one cache line and a larger one starts a
+ * line: two records never share a line, and a message's cache lines cross
+ * to the receiver once each (a 64-byte message in word grain spans 2.4
+ * lines on average, some of them written twice). */
+static inline uint32_t zl_ring_rec_bytes(bool lines, uint32_t len, uint8_t type)
+{
+	uint32_t rs = zl_rec_size(len);
+	if (!lines || type == ZL_REC_PAD)
+		return rs;
+	return rs <= 32 ? 32 : (rs + 63u) & ~63u;
+}
+
 /* A keyed bijective 64-bit mix (splitmix64's finalizer). */
 static inline uint64_t zl_mix64(uint64_t x)
 {
@@ -152,6 +169,7 @@ struct zl_ring_tx {
 	 * pair. NULL where the store is atomic (shm). */
 	const _Atomic uint64_t *peer_rpos_check;
 	uint8_t tag_off, len_off; /* from the layout */
+	bool lines;              /* line grain (zl_ring_rec_bytes) */
 	int (*push)(void *ctx, uint32_t off, uint32_t len);
 	void *ctx;
 	/* open reservation */
@@ -174,6 +192,7 @@ struct zl_ring_rx {
 	uint32_t cur_size;       /* size of the record being peeked, 0 if none */
 	uint32_t cur_off;        /* and its offset */
 	uint8_t tag_off, len_off; /* from the layout */
+	bool lines;              /* line grain (zl_ring_rec_bytes) */
 	/* Where completions, not memory, say that a record has landed (RDMA
 	 * WRITE_WITH_IMM): records with seq >= *avail are not looked at.
 	 * NULL otherwise. */
@@ -197,6 +216,11 @@ void zl_ring_rx_init(struct zl_ring_rx *rx, const void *buf, uint32_t size, uint
  * sender publishes the htag last (shm, or RDMA TAG_FIRST). */
 void zl_ring_tx_set_layout(struct zl_ring_tx *tx, enum zl_ring_layout layout);
 void zl_ring_rx_set_layout(struct zl_ring_rx *rx, enum zl_ring_layout layout, bool tag_last);
+
+/* Pad records to cache lines (zl_ring_rec_bytes); both ends must agree,
+ * before first use. */
+static inline void zl_ring_tx_set_lines(struct zl_ring_tx *tx, bool lines) { tx->lines = lines; }
+static inline void zl_ring_rx_set_lines(struct zl_ring_rx *rx, bool lines) { rx->lines = lines; }
 
 /* ---- the operations: inline, for the hot path (as DPDK's rte_ring.h) ---- */
 
@@ -260,7 +284,9 @@ static inline bool zl_ring_tx_has_room(struct zl_ring_tx *tx, uint32_t len, int 
 		*err = -EMSGSIZE;
 		return false;
 	}
-	return zl_ring_room_for(tx, zl_ring_bytes_needed(tx, zl_rec_size(len)), err);
+	return zl_ring_room_for(tx, zl_ring_bytes_needed(tx, zl_ring_rec_bytes(tx->lines, len,
+										  ZL_REC_MSG)),
+				err);
 }
 
 /* Write the record's header words and footer; the htag goes last with
@@ -268,7 +294,7 @@ static inline bool zl_ring_tx_has_room(struct zl_ring_tx *tx, uint32_t len, int 
 static inline int zl_ring_write_record(struct zl_ring_tx *tx, uint32_t off, uint32_t len,
 				       uint8_t type)
 {
-	uint32_t rs = zl_rec_size(len);
+	uint32_t rs = zl_ring_rec_bytes(tx->lines, len, type);
 	atomic_store_explicit(zl_ring_word(tx->stage, off + tx->len_off),
 			      (uint64_t)len | (uint64_t)type << 32, memory_order_relaxed);
 	atomic_store_explicit(zl_ring_word(tx->stage, off + rs - 8), tx->ftag, memory_order_relaxed);
@@ -302,7 +328,7 @@ static inline int zl_ring_tx_reserve(struct zl_ring_tx *tx, uint32_t len, uint8_
 		return -EBUSY;
 	if (len > zl_ring_max_payload(tx->size))
 		return -EMSGSIZE;
-	uint32_t rs = zl_rec_size(len);
+	uint32_t rs = zl_ring_rec_bytes(tx->lines, len, type);
 	int err;
 	if (!zl_ring_room_for(tx, zl_ring_bytes_needed(tx, rs), &err))
 		return err ? err : -EAGAIN;
@@ -320,6 +346,24 @@ static inline int zl_ring_tx_reserve(struct zl_ring_tx *tx, uint32_t len, uint8_
 	tx->res_type = type;
 	*payload = tx->stage + off + ZL_REC_HDR;
 	return 0;
+}
+
+/*
+ * The common send in one step: copy len bytes from p into a record of this
+ * type when no reservation is open, the record fits before the ring end and
+ * the cached read position leaves room. -EAGAIN when any of that is not
+ * so: nothing was written, and reserve/commit (which re-read the read
+ * position and write PAD records) take over. Otherwise 0, or an error from
+ * push(). len must be at most zl_ring_max_payload(size).
+ */
+static inline int zl_ring_tx_put(struct zl_ring_tx *tx, const void *p, uint32_t len, uint8_t type)
+{
+	uint32_t rs = zl_ring_rec_bytes(tx->lines, len, type);
+	uint32_t off = (uint32_t)(tx->wpos & tx->mask);
+	if (tx->open || rs > tx->size - off || rs > zl_ring_room(tx))
+		return -EAGAIN;
+	memcpy(tx->stage + off + ZL_REC_HDR, p, len);
+	return zl_ring_write_record(tx, off, len, type);
 }
 
 /* Publish the open reservation truncated to len bytes.
@@ -397,13 +441,13 @@ static inline int zl_ring_rx_peek(struct zl_ring_rx *rx, const void **payload, u
 		uint32_t n = (uint32_t)lw;
 		uint8_t t = (uint8_t)(lw >> 32);
 		if ((lw >> 40) || t == 0 || t > ZL_REC_TYPE_MAX ||
-		    n > zl_ring_max_payload(rx->size) || zl_rec_size(n) > rem ||
+		    n > zl_ring_max_payload(rx->size) || zl_ring_rec_bytes(rx->lines, n, t) > rem ||
 		    (t == ZL_REC_PAD && zl_rec_size(n) != rem)) {
 			ZL_LOG(ZL_LOG_ERROR, "record %llu at offset %u: bad length %u or type %u",
 			       (unsigned long long)rx->seq, off, n, t);
 			return -EPROTO;
 		}
-		uint32_t rs = zl_rec_size(n);
+		uint32_t rs = zl_ring_rec_bytes(rx->lines, n, t);
 		rx->cur_off = off;
 		rx->cur_size = rs;
 		/* Where the htag is published last, the record is complete now

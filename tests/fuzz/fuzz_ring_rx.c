@@ -55,12 +55,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		ring[(start + i) & (rsize - 1)] = data[FRX_HDR + i];
 
 	struct zl_ring_rx rx;
-	uint32_t pubev = (uint32_t)(flags >> 3) * 64; /* 0: default */
+	uint32_t pubev = (uint32_t)(flags >> 4) * 64; /* 0: default */
 	zl_ring_rx_init(&rx, ring, rsize, key, pubev > rsize / 2 ? 0 : pubev, publish, NULL);
 	if (flags & (FRX_F_TAG_FIRST | FRX_F_TAG_LAST))
 		zl_ring_rx_set_layout(&rx, flags & FRX_F_TAG_FIRST ? ZL_LAYOUT_TAG_FIRST
 								 : ZL_LAYOUT_LEN_FIRST,
 				      flags & FRX_F_TAG_LAST);
+	zl_ring_rx_set_lines(&rx, flags & FRX_F_LINES);
 	/* start anywhere: as if start bytes and seq records were consumed */
 	rx.rpos = start;
 	rx.published = start;

@@ -17,5 +17,6 @@
 #define FRX_F_BIG 1u
 #define FRX_F_TAG_FIRST 2u
 #define FRX_F_TAG_LAST 4u
+#define FRX_F_LINES 8u /* line grain (shm) */
 
 #endif

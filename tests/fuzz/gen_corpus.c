@@ -61,6 +61,7 @@ static void make(struct seed *s, uint8_t flags, uint32_t start, uint64_t seq, co
 	zl_ring_tx_init(&tx, ring, rsize, s->key, &rpos, NULL, NULL);
 	if (flags & FRX_F_TAG_FIRST)
 		zl_ring_tx_set_layout(&tx, ZL_LAYOUT_TAG_FIRST);
+	zl_ring_tx_set_lines(&tx, flags & FRX_F_LINES);
 	tx.wpos = start;
 	tx.rpos_cache = start;
 	tx.seq = seq;
@@ -127,10 +128,14 @@ int main(int argc, char **argv)
 	put_seed(rd, "v_tag_last_lap100", &s);
 	make(&s, 0, 64, 1ull << 62, five, types5, 5);
 	put_seed(rd, "v_types_highseq", &s);
-	make(&s, 8 << 3, 0, 0, many, NULL, 60);
+	make(&s, 8 << 4, 0, 0, many, NULL, 60);
 	put_seed(rd, "v_many_publish", &s);
 	make(&s, FRX_F_TAG_FIRST, 4000, 1, wrap_pad, NULL, 2);
 	put_seed(rd, "v_tag_first_wrap", &s);
+	make(&s, FRX_F_LINES | FRX_F_TAG_LAST, 0, 0, small, NULL, 6);
+	put_seed(rd, "v_lines_small", &s);
+	make(&s, FRX_F_LINES, 3968, 9, wrap_pad, NULL, 2);
+	put_seed(rd, "v_lines_wrap_pad", &s);
 
 	/* hostile: valid tags, bad len word */
 	struct {

@@ -291,7 +291,7 @@ static void make_hello(struct shm_hello *h, const struct zl_opts *o, uint64_t ke
 	h->key = key;
 	h->max_msg = o->max_msg;
 	h->ctl_size = CTL_SIZE;
-	h->flags = zl_membarrier_register() ? SHM_F_MEMBARRIER : 0;
+	h->flags = SHM_F_LINES | (zl_membarrier_register() ? SHM_F_MEMBARRIER : 0);
 }
 
 static int random_key(uint64_t *key)
@@ -313,6 +313,8 @@ static void chan_setup(struct shm_chan *c, const struct zl_opts *o, uint64_t my_
 	zl_ring_rx_init(&rc->rx, c->me.map + CTL_SIZE, o->ring_size, my_key, o->rpos_every,
 			NULL, NULL);
 	zl_ring_rx_set_layout(&rc->rx, ZL_LAYOUT_LEN_FIRST, true);
+	zl_ring_tx_set_lines(&rc->tx, peer->flags & SHM_F_LINES);
+	zl_ring_rx_set_lines(&rc->rx, peer->flags & SHM_F_LINES);
 	rc->peer_rx_sleeping = &theirs->rx_sleeping;
 	rc->peer_tx_sleeping = &mine->tx_sleeping;
 	rc->publish_rpos = shm_publish;

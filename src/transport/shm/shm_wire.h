@@ -30,6 +30,9 @@ struct shm_hello {
 /* This process is registered for membarrier(2), so the peer may skip the
  * fence on its fast path (see fast_fence in ringchan.c). */
 #define SHM_F_MEMBARRIER 1u
+/* This side pads records to cache lines (zl_ring_rec_bytes). Both rings
+ * use line grain when the peer says so too; we always do. */
+#define SHM_F_LINES 2u
 
 /* The fds of a hello, in this order. */
 enum { FD_MEM, FD_RX, FD_TX, NFDS };
