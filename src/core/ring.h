@@ -300,16 +300,17 @@ static inline int zl_ring_write_record(struct zl_ring_tx *tx, uint32_t off, uint
 	atomic_store_explicit(zl_ring_word(tx->stage, off + rs - 8), tx->ftag, memory_order_relaxed);
 	atomic_store_explicit(zl_ring_word(tx->stage, off + tx->tag_off), tx->htag, memory_order_release);
 	tx->seq++;
-	/* the next tags now, off the path from this store to the peer */
-	tx->htag = zl_ring_htag(tx->key, tx->seq);
-	tx->ftag = zl_ring_ftag(tx->key, tx->seq);
 	tx->wpos += rs;
 	/* a tail too short for any record is skipped by rule, by both sides;
 	 * skip it now so that the receiver's position never passes ours */
 	uint32_t rem = tx->size - (uint32_t)(tx->wpos & tx->mask);
 	if (rem < ZL_REC_OVERHEAD)
 		tx->wpos += rem;
-	return tx->push ? tx->push(tx->ctx, off, rs) : 0;
+	int r = tx->push ? tx->push(tx->ctx, off, rs) : 0;
+	/* the next tags now, off the path from this record to the peer */
+	tx->htag = zl_ring_htag(tx->key, tx->seq);
+	tx->ftag = zl_ring_ftag(tx->key, tx->seq);
+	return r;
 }
 
 /*
@@ -408,6 +409,23 @@ static inline void zl_ring_advance(struct zl_ring_rx *rx, uint32_t rs)
 }
 
 static inline int zl_ring_rx_verify(struct zl_ring_rx *rx);
+
+/* Whether the header tag of the next record is in memory: only a hint
+ * (where completions gate delivery, it says when to look for them), since
+ * the rest of the record may still be landing. */
+static inline bool zl_ring_rx_tag_seen(struct zl_ring_rx *rx)
+{
+	uint32_t off = (uint32_t)(rx->rpos & rx->mask);
+	if (rx->size - off < ZL_REC_OVERHEAD)
+		off = 0;
+	if (rx->htag_seq != rx->seq) {
+		rx->htag = zl_ring_htag(rx->key, rx->seq);
+		rx->ftag = zl_ring_ftag(rx->key, rx->seq);
+		rx->htag_seq = rx->seq;
+	}
+	return atomic_load_explicit(zl_ring_word(rx->buf, off + rx->tag_off),
+				    memory_order_relaxed) == rx->htag;
+}
 
 /*
  * Look at the next complete record (PAD records are skipped).

@@ -32,6 +32,10 @@ struct zl_ringchan;
 
 struct zl_ring_link_ops {
 	const char *name;
+	/* A NIC, not a CPU, writes the receive ring: poll it without PAUSE (as
+	 * perftest does). PAUSE only eases a CPU writer's access to the line;
+	 * in a TCG guest it leaves translated code on every poll. */
+	bool poll_hard;
 	/* Set the flag that tells the peer this side sleeps waiting for data
 	 * (RX) or for room (TX). 0 or -errno. */
 	int (*arm)(struct zl_ringchan *rc, enum zl_dir d);

@@ -409,9 +409,17 @@ static int drain_rcq(struct rd_chan *v)
 	return got;
 }
 
+/* split: look for completions only once the next record's header tag is
+ * in memory (delivery still waits for the completion; wake completions are
+ * taken by rd_drain, rd_sleep and rd_alive). Tags never repeat, so a stale
+ * one cannot make us skip a record's completion forever. */
 static void rd_progress(struct zl_ringchan *rc)
 {
-	drain_rcq(RD(rc));
+	struct rd_chan *v = RD(rc);
+	if (atomic_load_explicit(&v->avail, memory_order_relaxed) > rc->rx.seq ||
+	    !zl_ring_rx_tag_seen(&rc->rx))
+		return;
+	drain_rcq(v);
 }
 
 /* Take completion-channel events and acknowledge each at once: both the
@@ -529,6 +537,7 @@ static void rd_destroy(struct zl_ringchan *rc)
 
 static const struct zl_ring_link_ops rd_link = {
 	.name = "rdma",
+	.poll_hard = true,
 	.arm = rd_arm,
 	.wake = rd_wake,
 	.sleep = rd_sleep,
@@ -541,6 +550,7 @@ static const struct zl_ring_link_ops rd_link = {
 /* split: records are announced by receive completions */
 static const struct zl_ring_link_ops rd_link_split = {
 	.name = "rdma",
+	.poll_hard = true,
 	.arm = rd_arm,
 	.wake = rd_wake,
 	.sleep = rd_sleep,
