@@ -508,6 +508,14 @@ static int rc_wait_writable(zl_channel *ch, size_t len, int64_t timeout_us)
 
 /* ---- receiving ---------------------------------------------------------- */
 
+/* One look at the receive ring (after the transport's progress). */
+static inline int look(struct zl_ringchan *rc, const void **p, uint32_t *n, uint8_t *t)
+{
+	if (rc->link->progress)
+		rc->link->progress(rc);
+	return zl_ring_rx_peek(&rc->rx, p, n, t);
+}
+
 static int rx_ready(struct zl_ringchan *rc, size_t unused)
 {
 	(void)unused;
@@ -522,9 +530,7 @@ static int rx_ready(struct zl_ringchan *rc, size_t unused)
 	const void *p;
 	uint32_t n;
 	uint8_t t;
-	if (rc->link->progress)
-		rc->link->progress(rc);
-	int r = zl_ring_rx_peek(&rc->rx, &p, &n, &t);
+	int r = look(rc, &p, &n, &t);
 	if (!r) { /* keep it for next_record */
 		rc->rec_p = p;
 		rc->rec_n = n;
@@ -625,9 +631,7 @@ static inline int recv_small(struct zl_ringchan *rc, void *buf, size_t cap, size
 		const void *p;
 		uint32_t n;
 		uint8_t t;
-		if (rc->link->progress)
-			rc->link->progress(rc);
-		int r = zl_ring_rx_peek(&rc->rx, &p, &n, &t);
+		int r = look(rc, &p, &n, &t);
 		if (!r) {
 			if (t != ZL_REC_MSG || n > cap || n > SMALL_MSG)
 				return -EAGAIN;
