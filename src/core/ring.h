@@ -363,7 +363,8 @@ static inline int zl_ring_tx_put(struct zl_ring_tx *tx, const void *p, uint32_t 
 	uint32_t off = (uint32_t)(tx->wpos & tx->mask);
 	if (tx->open || rs > tx->size - off || rs > zl_ring_room(tx))
 		return -EAGAIN;
-	memcpy(tx->stage + off + ZL_REC_HDR, p, len);
+	if (len) /* p may be NULL then */
+		memcpy(tx->stage + off + ZL_REC_HDR, p, len);
 	return zl_ring_write_record(tx, off, len, type);
 }
 

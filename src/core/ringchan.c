@@ -635,7 +635,8 @@ static inline int recv_small(struct zl_ringchan *rc, void *buf, size_t cap, size
 		if (!r) {
 			if (t != ZL_REC_MSG || n > cap || n > SMALL_MSG)
 				return -EAGAIN;
-			memcpy(buf, p, n);
+			if (n) /* buf may be NULL for an empty message */
+				memcpy(buf, p, n);
 			if (zl_ring_rx_verify(&rc->rx))
 				return -EAGAIN;
 			consume(rc);
