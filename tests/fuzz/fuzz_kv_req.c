@@ -15,15 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz.h"
 #include "exec.h"
-
-#define FUZZ_ASSERT(c) \
-	do { \
-		if (!(c)) \
-			__builtin_trap(); \
-	} while (0)
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 struct buf_out {
 	struct zl_kvx_out base;

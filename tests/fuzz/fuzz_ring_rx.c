@@ -10,14 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz.h"
 #include "fuzz_ring_rx.h"
 #include "ring.h"
-
-#define FUZZ_ASSERT(c) \
-	do { \
-		if (!(c)) \
-			__builtin_trap(); \
-	} while (0)
 
 static _Atomic uint64_t published;
 volatile uint64_t fuzz_sink; /* keeps the payload reads */
@@ -27,8 +22,6 @@ static void publish(void *ctx, uint64_t rpos)
 	(void)ctx;
 	atomic_store_explicit(&published, rpos, memory_order_relaxed);
 }
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -5,15 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz.h"
 #include "url.h"
-
-#define FUZZ_ASSERT(c) \
-	do { \
-		if (!(c)) \
-			__builtin_trap(); \
-	} while (0)
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
