@@ -289,12 +289,12 @@ static inline bool zl_ring_tx_has_room(struct zl_ring_tx *tx, uint32_t len, int 
 				err);
 }
 
-/* Write the record's header words and footer; the htag goes last with
- * release so that on shm it publishes everything before it. */
+/* Write the header words and footer of a record of rs bytes (its
+ * zl_ring_rec_bytes); the htag goes last with release so that on shm it
+ * publishes everything before it. */
 static inline int zl_ring_write_record(struct zl_ring_tx *tx, uint32_t off, uint32_t len,
-				       uint8_t type)
+				       uint8_t type, uint32_t rs)
 {
-	uint32_t rs = zl_ring_rec_bytes(tx->lines, len, type);
 	atomic_store_explicit(zl_ring_word(tx->stage, off + tx->len_off),
 			      (uint64_t)len | (uint64_t)type << 32, memory_order_relaxed);
 	atomic_store_explicit(zl_ring_word(tx->stage, off + rs - 8), tx->ftag, memory_order_relaxed);
@@ -336,7 +336,7 @@ static inline int zl_ring_tx_reserve(struct zl_ring_tx *tx, uint32_t len, uint8_
 	uint32_t off = (uint32_t)(tx->wpos & tx->mask);
 	uint32_t rem = tx->size - off;
 	if (rs > rem) { /* rem >= 24 here: write_record skips shorter tails */
-		err = zl_ring_write_record(tx, off, rem - ZL_REC_OVERHEAD, ZL_REC_PAD);
+		err = zl_ring_write_record(tx, off, rem - ZL_REC_OVERHEAD, ZL_REC_PAD, rem);
 		if (err)
 			return err;
 		off = 0;
@@ -365,7 +365,7 @@ static inline int zl_ring_tx_put(struct zl_ring_tx *tx, const void *p, uint32_t 
 		return -EAGAIN;
 	if (len) /* p may be NULL then */
 		memcpy(tx->stage + off + ZL_REC_HDR, p, len);
-	return zl_ring_write_record(tx, off, len, type);
+	return zl_ring_write_record(tx, off, len, type, rs);
 }
 
 /* Publish the open reservation truncated to len bytes.
@@ -375,7 +375,8 @@ static inline int zl_ring_tx_commit(struct zl_ring_tx *tx, uint32_t len)
 	if (!tx->open || len > tx->res_len)
 		return -EINVAL;
 	tx->open = false;
-	return zl_ring_write_record(tx, tx->res_off, len, tx->res_type);
+	return zl_ring_write_record(tx, tx->res_off, len, tx->res_type,
+				    zl_ring_rec_bytes(tx->lines, len, tx->res_type));
 }
 
 /* Drop the open reservation without sending anything. */
@@ -411,6 +412,16 @@ static inline void zl_ring_advance(struct zl_ring_rx *rx, uint32_t rs)
 
 static inline int zl_ring_rx_verify(struct zl_ring_rx *rx);
 
+/* The tags expected next, computed once per record (while waiting). */
+static inline void zl_ring_rx_expect(struct zl_ring_rx *rx)
+{
+	if (__builtin_expect(rx->htag_seq != rx->seq, 0)) {
+		rx->htag = zl_ring_htag(rx->key, rx->seq);
+		rx->ftag = zl_ring_ftag(rx->key, rx->seq);
+		rx->htag_seq = rx->seq;
+	}
+}
+
 /* Whether the header tag of the next record is in memory: only a hint
  * (where completions gate delivery, it says when to look for them), since
  * the rest of the record may still be landing. */
@@ -419,11 +430,7 @@ static inline bool zl_ring_rx_tag_seen(struct zl_ring_rx *rx)
 	uint32_t off = (uint32_t)(rx->rpos & rx->mask);
 	if (rx->size - off < ZL_REC_OVERHEAD)
 		off = 0;
-	if (rx->htag_seq != rx->seq) {
-		rx->htag = zl_ring_htag(rx->key, rx->seq);
-		rx->ftag = zl_ring_ftag(rx->key, rx->seq);
-		rx->htag_seq = rx->seq;
-	}
+	zl_ring_rx_expect(rx);
 	return atomic_load_explicit(zl_ring_word(rx->buf, off + rx->tag_off),
 				    memory_order_relaxed) == rx->htag;
 }
@@ -447,11 +454,7 @@ static inline int zl_ring_rx_peek(struct zl_ring_rx *rx, const void **payload, u
 		}
 		if (rx->avail && atomic_load_explicit(rx->avail, memory_order_acquire) <= rx->seq)
 			return -EAGAIN;
-		if (__builtin_expect(rx->htag_seq != rx->seq, 0)) {
-			rx->htag = zl_ring_htag(rx->key, rx->seq);
-			rx->ftag = zl_ring_ftag(rx->key, rx->seq);
-			rx->htag_seq = rx->seq;
-		}
+		zl_ring_rx_expect(rx);
 		if (atomic_load_explicit(zl_ring_word(rx->buf, off + rx->tag_off), memory_order_acquire) !=
 		    rx->htag)
 			return -EAGAIN;

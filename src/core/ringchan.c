@@ -12,9 +12,10 @@
 #define ALIVE_EVERY_OPS 1024 /* ... and every so many sends or empty polls */
 #define CLOSE_LINGER_US 100000
 #define CLOCK_EVERY 1024     /* spin polls between clock reads (after the first) */
-/* zl_send and zl_recv of messages up to this size try a short path first:
- * one copy into or out of the ring, none of the fragment, reservation or
- * wait machinery (it cost a third of a 64-byte round trip). */
+/* zl_send of messages up to this size, and zl_recv of any whole message,
+ * try a short path first: one copy into or out of the ring, none of the
+ * fragment, reservation or wait machinery (it cost a third of a 64-byte
+ * round trip). Larger sends fill the header's line last (put). */
 #define SMALL_MSG (2 * ZL_CACHELINE)
 /* Polls zl_recv makes on that path before the wait policy starts (a few
  * microseconds at most, 8 times as many without PAUSE; not when spin_us is
@@ -49,8 +50,6 @@ static inline void poll_relax(struct zl_ringchan *rc)
 {
 	if (!rc->link->poll_hard)
 		zl_cpu_relax();
-	else
-		atomic_signal_fence(memory_order_seq_cst);
 }
 
 static int fail(struct zl_ringchan *rc, int err)
@@ -614,8 +613,24 @@ static int recv_rest(struct zl_ringchan *rc, uint8_t *buf, size_t got, size_t to
 	return 0;
 }
 
-/* The short receive path: a whole message of up to SMALL_MSG bytes that is
- * there or arrives within SMALL_POLLS polls. 0 when received, -EAGAIN for
+/* Copy out the whole message just peeked and consume it: 0, or -EPROTO
+ * (bad footer; nothing consumed). buf may be NULL when n is 0. */
+static inline int take_msg(struct zl_ringchan *rc, void *buf, const void *p, uint32_t n,
+			   size_t *len)
+{
+	if (n)
+		memcpy(buf, p, n);
+	if (zl_ring_rx_verify(&rc->rx))
+		return -EPROTO;
+	consume(rc);
+	*len = n;
+	rc->stats.msgs_recv++;
+	rc->stats.bytes_recv += n;
+	return 0;
+}
+
+/* The short receive path: a whole message that is there or arrives within
+ * SMALL_POLLS polls. 0 when received, -EAGAIN for
  * the general path (which looks at the same record again: peek has no
  * side effects but skipping PAD records). */
 static inline int recv_small(struct zl_ringchan *rc, void *buf, size_t cap, size_t *len,
@@ -633,17 +648,9 @@ static inline int recv_small(struct zl_ringchan *rc, void *buf, size_t cap, size
 		uint8_t t;
 		int r = look(rc, &p, &n, &t);
 		if (!r) {
-			if (t != ZL_REC_MSG || n > cap || n > SMALL_MSG)
+			if (t != ZL_REC_MSG || n > cap)
 				return -EAGAIN;
-			if (n) /* buf may be NULL for an empty message */
-				memcpy(buf, p, n);
-			if (zl_ring_rx_verify(&rc->rx))
-				return -EAGAIN;
-			consume(rc);
-			*len = n;
-			rc->stats.msgs_recv++;
-			rc->stats.bytes_recv += n;
-			return 0;
+			return take_msg(rc, buf, p, n, len) ? -EAGAIN : 0;
 		}
 		if (r != -EAGAIN || !--polls)
 			return -EAGAIN;
@@ -685,15 +692,8 @@ static int rc_recv(zl_channel *ch, void *buf, size_t cap, size_t *len, int64_t t
 				*len = n;
 				return -EMSGSIZE;
 			}
-			if (n)
-				memcpy(buf, p, n);
-			if (zl_ring_rx_verify(&rc->rx))
-				return protocol_error(rc, "a bad footer");
-			consume(rc);
-			*len = n;
-			rc->stats.msgs_recv++;
-			rc->stats.bytes_recv += n;
-			return 0;
+			return take_msg(rc, buf, p, n, len) ? protocol_error(rc, "a bad footer")
+							    : 0;
 		}
 		if (t != ZL_REC_FIRST || n < 8)
 			return protocol_error(rc, "a fragment out of order");
