@@ -60,7 +60,7 @@ static void run_single(uint64_t seed, uint32_t size, uint64_t n, bool lines)
 	uint32_t qcap = size / ZL_REC_OVERHEAD + 1, qh = 0, qt = 0;
 	struct sent *q = calloc(qcap, sizeof(*q));
 	CHECK(q);
-	uint64_t next = 0, got = 0, eagain = 0, aborts = 0, truncs = 0, puts = 0;
+	uint64_t next = 0, got = 0, eagain = 0, aborts = 0, truncs = 0, puts = 0, gets = 0;
 	int bias = 50;
 
 	while (got < n) {
@@ -138,6 +138,27 @@ static void run_single(uint64_t seed, uint32_t size, uint64_t n, bool lines)
 			const void *rp;
 			uint32_t rl;
 			uint8_t ty;
+			if (tl_rand_below(&r, 2)) { /* the one-step receive, when it applies */
+				static uint8_t got_buf[1 << 20];
+				uint32_t cap = (uint32_t)tl_rand_below(&r, sizeof(got_buf));
+				int rc = zl_ring_rx_get(&p.rx, got_buf, cap, &rl, 1, false);
+				if (rc == 0) {
+					CHECKF(qh != qt, "get delivered a record nobody sent");
+					struct sent *e = &q[qh];
+					CHECKF(rl == e->len && e->type == ZL_REC_MSG && rl <= cap,
+					       "msg %" PRIu64 ": get len %u (cap %u), want %u type %u",
+					       e->id, rl, cap, e->len, e->type);
+					const char *bad = msg_bad(got_buf, rl, e->id);
+					CHECKF(!bad, "msg %" PRIu64 " len %u (get): %s", e->id, rl, bad);
+					qh = (qh + 1) % qcap;
+					got++;
+					gets++;
+					continue;
+				}
+				CHECKF(rc == -EAGAIN ? qh == qt : rc == -ENOMSG,
+				       "get = %d with %u records committed", rc,
+				       (qt + qcap - qh) % qcap);
+			}
 			int rc = zl_ring_rx_peek(&p.rx, &rp, &rl, &ty);
 			if (rc == -EAGAIN) {
 				CHECKF(qh == qt, "peek -EAGAIN with %u records committed",
@@ -166,11 +187,12 @@ static void run_single(uint64_t seed, uint32_t size, uint64_t n, bool lines)
 	uint8_t ty;
 	CHECK_RC(zl_ring_rx_peek(&p.rx, &rp, &rl, &ty), -EAGAIN);
 	CHECK(p.rx.seq == p.tx.seq);
-	printf("single thread, ring %u, %s grain: %" PRIu64 " msgs (%" PRIu64 " by put), %" PRIu64
-	       " full (-EAGAIN), %" PRIu64 " aborts, %" PRIu64 " truncated commits, %" PRIu64
-	       " rpos reads\n",
-	       size, lines ? "line" : "word", n, puts, eagain, aborts, truncs, p.tx.rpos_reads);
-	CHECK(eagain > 0 && puts > 0);
+	printf("single thread, ring %u, %s grain: %" PRIu64 " msgs (%" PRIu64 " by put, %" PRIu64
+	       " by get), %" PRIu64 " full (-EAGAIN), %" PRIu64 " aborts, %" PRIu64
+	       " truncated commits, %" PRIu64 " rpos reads\n",
+	       size, lines ? "line" : "word", n, puts, gets, eagain, aborts, truncs,
+	       p.tx.rpos_reads);
+	CHECK(eagain > 0 && puts > 0 && gets > 0);
 	free(q);
 	rp_free(&p);
 }

@@ -15,6 +15,9 @@
 
 #define ZL_UNUSED __attribute__((unused))
 #define ZL_LIKELY(x) __builtin_expect(!!(x), 1)
+/* A slow path kept out of line, so that its register saves stay off the
+ * fast path that calls it. */
+#define ZL_NOINLINE __attribute__((noinline))
 #define ZL_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define ZL_CACHELINE 64
 

@@ -412,13 +412,11 @@ static inline int send_small(struct zl_ringchan *rc, const void *buf, size_t len
 	return 0;
 }
 
-static int rc_send(zl_channel *ch, const void *buf, size_t len, int64_t timeout_us)
+/* zl_send beyond the short path: fragments, waiting for room, errors. */
+static ZL_NOINLINE int send_general(struct zl_ringchan *rc, const void *buf, size_t len,
+				    int64_t timeout_us)
 {
-	struct zl_ringchan *rc = RC(ch);
-	int r = send_small(rc, buf, len);
-	if (ZL_LIKELY(r != -EAGAIN))
-		return r;
-	r = send_check(rc);
+	int r = send_check(rc);
 	if (r)
 		return r;
 	if (len > rc->opts.max_msg)
@@ -447,6 +445,15 @@ static int rc_send(zl_channel *ch, const void *buf, size_t len, int64_t timeout_
 		rc->stats.bytes_sent += len;
 	}
 	return timeout_err(r, timeout_us);
+}
+
+static int rc_send(zl_channel *ch, const void *buf, size_t len, int64_t timeout_us)
+{
+	struct zl_ringchan *rc = RC(ch);
+	int r = send_small(rc, buf, len);
+	if (ZL_LIKELY(r != -EAGAIN))
+		return r;
+	return send_general(rc, buf, len, timeout_us);
 }
 
 static int rc_flush(zl_channel *ch, int64_t timeout_us)
@@ -630,41 +637,41 @@ static inline int take_msg(struct zl_ringchan *rc, void *buf, const void *p, uin
 }
 
 /* The short receive path: a whole message that is there or arrives within
- * SMALL_POLLS polls. 0 when received, -EAGAIN for
- * the general path (which looks at the same record again: peek has no
- * side effects but skipping PAD records). */
+ * SMALL_POLLS polls (zl_ring_rx_get). 0 when received, -EAGAIN for the
+ * general path, which looks at the same record again. */
 static inline int recv_small(struct zl_ringchan *rc, void *buf, size_t cap, size_t *len,
 			     int64_t timeout_us)
 {
 	if (rc->err || rc->peeked || rc->asm_active || rc->peer_closed ||
 	    atomic_load_explicit(&rc->pend_active, memory_order_acquire))
 		return -EAGAIN;
+	bool hard = rc->link->poll_hard;
 	uint32_t polls = !timeout_us || rc->opts.spin_us < SMALL_SPIN_MIN_US ? 1
-			 : rc->link->poll_hard				  ? 8 * SMALL_POLLS
+			 : hard						  ? 8 * SMALL_POLLS
 									  : SMALL_POLLS;
-	for (;;) {
-		const void *p;
-		uint32_t n;
-		uint8_t t;
-		int r = look(rc, &p, &n, &t);
-		if (!r) {
-			if (t != ZL_REC_MSG || n > cap)
-				return -EAGAIN;
-			return take_msg(rc, buf, p, n, len) ? -EAGAIN : 0;
-		}
-		if (r != -EAGAIN || !--polls)
-			return -EAGAIN;
-		poll_relax(rc);
-	}
+	uint32_t c = cap > UINT32_MAX ? UINT32_MAX : (uint32_t)cap, n;
+	int r;
+	void (*progress)(struct zl_ringchan *) = rc->link->progress;
+	/* the transport's progress, where there is one, goes before every look */
+	do {
+		if (progress)
+			progress(rc);
+		r = zl_ring_rx_get(&rc->rx, buf, c, &n, progress ? 1 : polls, !hard);
+	} while (r == -EAGAIN && progress && --polls);
+	if (r)
+		return -EAGAIN;
+	serve_rpos_demand(rc);
+	*len = n;
+	rc->stats.msgs_recv++;
+	rc->stats.bytes_recv += n;
+	return 0;
 }
 
-static int rc_recv(zl_channel *ch, void *buf, size_t cap, size_t *len, int64_t timeout_us)
+/* zl_recv beyond the short path: fragments, waiting, errors. */
+static ZL_NOINLINE int recv_general(struct zl_ringchan *rc, void *buf, size_t cap, size_t *len,
+				    int64_t timeout_us)
 {
-	struct zl_ringchan *rc = RC(ch);
-	int r = recv_small(rc, buf, cap, len, timeout_us);
-	if (ZL_LIKELY(!r))
-		return 0;
-	r = recv_check(rc);
+	int r = recv_check(rc);
 	if (r)
 		return r;
 	int64_t deadline = deadline_of(timeout_us);
@@ -720,6 +727,14 @@ static int rc_recv(zl_channel *ch, void *buf, size_t cap, size_t *len, int64_t t
 	rc->stats.msgs_recv++;
 	rc->stats.bytes_recv += total;
 	return 0;
+}
+
+static int rc_recv(zl_channel *ch, void *buf, size_t cap, size_t *len, int64_t timeout_us)
+{
+	struct zl_ringchan *rc = RC(ch);
+	if (ZL_LIKELY(!recv_small(rc, buf, cap, len, timeout_us)))
+		return 0;
+	return recv_general(rc, buf, cap, len, timeout_us);
 }
 
 static int rc_peek(zl_channel *ch, const void **ptr, size_t *len, int64_t timeout_us)

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * libFuzzer target: the input is the contents of a receive ring (format in
- * fuzz_ring_rx.h). zl_ring_rx_peek/consume run until -EAGAIN, -EPROTO or a
- * bound; every delivered record must lie inside the ring. The ring is
- * malloc'ed to exactly its size so ASan sees any overrun.
+ * fuzz_ring_rx.h). zl_ring_rx_get (every other step) and
+ * zl_ring_rx_peek/consume run until -EAGAIN, -EPROTO or a bound; every
+ * delivered record must lie inside the ring. The ring and get's buffer are
+ * malloc'ed to exactly their sizes so ASan sees any overrun.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -38,9 +39,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	key |= 1ull << 63;
 	seq &= ~(1ull << 63);
 
-	uint8_t *ring = calloc(1, rsize);
-	if (!ring)
+	uint32_t cap = (uint32_t)data[1] | (uint32_t)data[2] << 8;
+	if (!cap)
+		cap = rsize;
+	uint8_t *ring = calloc(1, rsize), *got = malloc(cap);
+	if (!ring || !got) {
+		free(ring);
+		free(got);
 		return 0;
+	}
 	size_t n = size - FRX_HDR;
 	if (n > rsize)
 		n = rsize;
@@ -65,6 +72,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		const void *p;
 		uint32_t len;
 		uint8_t type;
+		if (!(i & 1)) {
+			uint64_t rpos = rx.rpos;
+			int rg = zl_ring_rx_get(&rx, got, cap, &len, 1, false);
+			if (rg == 0) {
+				FUZZ_ASSERT(len <= cap && len <= zl_ring_max_payload(rsize));
+				FUZZ_ASSERT(rx.rpos > rpos && rx.rpos - start <= 3ull * rsize);
+				for (uint32_t j = 0; j < len; j++)
+					sum += got[j];
+				continue;
+			}
+			FUZZ_ASSERT((rg == -EAGAIN || rg == -ENOMSG) && rx.rpos == rpos);
+			if (rg == -EAGAIN) { /* then peek finds nothing either */
+				FUZZ_ASSERT(zl_ring_rx_peek(&rx, &p, &len, &type) == -EAGAIN);
+				break;
+			}
+		}
 		int rc = zl_ring_rx_peek(&rx, &p, &len, &type);
 		if (rc == 0)
 			rc = zl_ring_rx_verify(&rx);
@@ -89,6 +112,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		FUZZ_ASSERT(rx.rpos - start <= 2ull * rsize + rsize);
 	}
 	zl_ring_rx_flush_rpos(&rx);
+	free(got);
 	free(ring);
 	fuzz_sink = sum;
 	return 0;

@@ -2,8 +2,9 @@
 /*
  * Input format of fuzz_ring_rx (shared with the corpus generator):
  *   [0]      flags: bit 0 ring size 8192 (else 4096), bit 1 layout TAG_FIRST,
- *            bit 2 tag_last, bits 3-7 publish_every selector
- *   [1..3]   unused
+ *            bit 2 tag_last, bit 3 line grain, bits 4-7 publish_every selector
+ *   [1..2]   u16 buffer size for zl_ring_rx_get (0: the ring size)
+ *   [3]      unused
  *   [4..7]   u32 start position of the receiver (rounded down to 8)
  *   [8..15]  u64 key (bit 63 forced)
  *   [16..23] u64 start sequence number (bit 63 cleared)
