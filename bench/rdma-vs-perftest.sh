@@ -26,7 +26,7 @@ fi
 zb=$B/tools/zl-bench
 csv=$B/rdma-vs-perftest.csv
 echo "round,method,size,rtt_median_us,rtt_p99_us" > "$csv"
-A=$ZL_RDMA_IP_A
+SRV=$ZL_RDMA_IP_B
 
 # perftest: server on rxe1 (cpu1) first, client on rxe0 (cpu0) a second later.
 perftest() { # size -> "median p99" RTT in us (doubled from half-RTT)
@@ -41,17 +41,18 @@ perftest() { # size -> "median p99" RTT in us (doubled from half-RTT)
 	echo "$out" | awk -v s="$s" '$1 == s && NF >= 8 { printf "%.2f %.2f\n", 2 * $5, 2 * $8 }'
 }
 
+# Ours in the same places: server on rxe1 (cpu1), client on rxe0 (cpu0).
 ours() { # size order -> "median p99" RTT in us
 	local s=$1 order=$2 p=$((9000 + RANDOM % 2000)) q
 	q="order=$order&spin_us=-1"
 	"$zb" pingpong --server --pin 1 --timeout 60 \
-		--url "rdma://$A:$p?dev=$ZL_RDMA_DEV_A&$q" > /tmp/zb_srv.log 2>&1 &
+		--url "rdma://$SRV:$p?dev=$ZL_RDMA_DEV_B&$q" > /tmp/zb_srv.log 2>&1 &
 	sleep 0.5
 	# --timer tsc: TCG has no invariant TSC, and the clock_gettime fallback
 	# (HPET, a syscall) would sit between our round trips; perftest uses rdtsc
 	"$zb" pingpong --client --pin 0 --timeout 60 --timer tsc --size "$s" --iters "$ITERS" \
 		--warmup $((ITERS / 5)) --csv /tmp/zb.csv \
-		--url "rdma://$A:$p?dev=$ZL_RDMA_DEV_B&$q" > /tmp/zb_cli.log 2>&1 ||
+		--url "rdma://$SRV:$p?dev=$ZL_RDMA_DEV_A&$q" > /tmp/zb_cli.log 2>&1 ||
 		{ cat /tmp/zb_cli.log /tmp/zb_srv.log >&2; return 1; }
 	wait
 	# transport,url,size,iters,median_us,p99_us,...
