@@ -83,8 +83,8 @@ int main(void)
 			tl_call_check(victim, 1 + i % 4, (size_t)i * 37, ++id, T_OUT);
 	}
 	atomic_store(&stop, 1);
-	uint64_t calls;
-	int64_t worst = tl_honest_join(h, 2, &calls);
+	uint64_t calls, slow;
+	int64_t worst = tl_honest_join(h, 2, &calls, &slow);
 	/* the rogues are gone; the victim and a new client are served */
 	struct zl_server_info info;
 	int64_t end = tl_now_us() + 10000000;

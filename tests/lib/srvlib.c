@@ -137,6 +137,7 @@ static void *honest(void *arg)
 			      10000000);
 		int64_t dt = tl_now_us() - t0;
 		h->worst_us = dt > h->worst_us ? dt : h->worst_us;
+		h->slow += dt > TL_SLOW_US;
 		h->calls++;
 	}
 	zl_client_close(c);
@@ -151,15 +152,29 @@ void tl_honest_start(struct tl_honest *h, int n, const char *url, _Atomic int *s
 	}
 }
 
-int64_t tl_honest_join(struct tl_honest *h, int n, uint64_t *calls)
+int64_t tl_honest_join(struct tl_honest *h, int n, uint64_t *calls, uint64_t *slow)
 {
 	int64_t worst = 0;
 	*calls = 0;
+	*slow = 0;
 	for (int i = 0; i < n; i++) {
 		tl_thread_join(&h[i].th, 30000);
 		CHECKF(h[i].calls > 0, "honest client %d made no call", i);
 		*calls += h[i].calls;
+		*slow += h[i].slow;
 		worst = h[i].worst_us > worst ? h[i].worst_us : worst;
 	}
 	return worst;
+}
+
+void tl_check_latency(const char *what, int64_t bound_us, int64_t worst_us, uint64_t slow)
+{
+	printf("%s: %" PRIu64 " calls over %" PRId64 " us (at most %d allowed), worst %" PRId64
+	       " us\n", what, slow, bound_us, TL_SLOW_MAX, worst_us);
+	const char *sc = getenv("ZL_TEST_SCALE");
+	if (sc && atof(sc) < 1.0)
+		return;
+	CHECKF(slow <= TL_SLOW_MAX && worst_us < TL_SLOW_NEVER_US,
+	       "%s: %" PRIu64 " calls over %" PRId64 " us, worst %" PRId64 " us", what, slow,
+	       bound_us, worst_us);
 }
