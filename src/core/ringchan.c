@@ -620,6 +620,15 @@ static int recv_rest(struct zl_ringchan *rc, uint8_t *buf, size_t got, size_t to
 	return 0;
 }
 
+/* After a whole message of n bytes was consumed. */
+static inline void received(struct zl_ringchan *rc, uint32_t n, size_t *len)
+{
+	serve_rpos_demand(rc);
+	*len = n;
+	rc->stats.msgs_recv++;
+	rc->stats.bytes_recv += n;
+}
+
 /* Copy out the whole message just peeked and consume it: 0, or -EPROTO
  * (bad footer; nothing consumed). buf may be NULL when n is 0. */
 static inline int take_msg(struct zl_ringchan *rc, void *buf, const void *p, uint32_t n,
@@ -629,10 +638,8 @@ static inline int take_msg(struct zl_ringchan *rc, void *buf, const void *p, uin
 		memcpy(buf, p, n);
 	if (zl_ring_rx_verify(&rc->rx))
 		return -EPROTO;
-	consume(rc);
-	*len = n;
-	rc->stats.msgs_recv++;
-	rc->stats.bytes_recv += n;
+	zl_ring_rx_consume(&rc->rx);
+	received(rc, n, len);
 	return 0;
 }
 
@@ -660,10 +667,7 @@ static inline int recv_small(struct zl_ringchan *rc, void *buf, size_t cap, size
 	} while (r == -EAGAIN && progress && --polls);
 	if (r)
 		return -EAGAIN;
-	serve_rpos_demand(rc);
-	*len = n;
-	rc->stats.msgs_recv++;
-	rc->stats.bytes_recv += n;
+	received(rc, n, len);
 	return 0;
 }
 
