@@ -5,8 +5,8 @@
  * polls (zl_ring_rx_peek and zl_ring_rx_get) after every single store.
  * It must say -EAGAIN (get: or -ENOMSG) until the record is complete and
  * then deliver exactly the right bytes.
- * Stale records and footers of earlier laps (or of another key) must never
- * validate.
+ * Stale records and footers of earlier laps (or of another key), and
+ * memory never written, must never validate.
  */
 #include "ringlib.h"
 
@@ -263,6 +263,25 @@ static void stale(bool tag_last)
 	rp_free(&p);
 }
 
+/* Memory never written (zero) must not validate at any seq, even at the
+ * one where the key's low bits and seq cancel out (no tag is zero). */
+static void zeroed(uint64_t seed)
+{
+	struct tl_rng r = { .s = seed };
+	static uint8_t got[SIZE];
+	for (int i = 0; i < 64; i++) {
+		uint64_t raw = tl_rand(&r) & ((1ull << 62) - 1);
+		struct rpair p;
+		rp_init(&p, SIZE, raw, 0, i & 1 ? ZL_LAYOUT_TAG_FIRST : ZL_LAYOUT_LEN_FIRST, i & 2);
+		p.rx.seq = raw;
+		uint32_t n;
+		CHECKF(peek_rc(&p) == -EAGAIN, "zeroed memory validated at seq %" PRIu64, raw);
+		CHECKF(zl_ring_rx_get(&p.rx, got, SIZE, &n, 1, false) == -EAGAIN,
+		       "zeroed memory taken at seq %" PRIu64, raw);
+		rp_free(&p);
+	}
+}
+
 int main(void)
 {
 	uint64_t seed = tl_seed();
@@ -273,5 +292,6 @@ int main(void)
 	run(ZL_LAYOUT_TAG_FIRST, false, seed + 3, n);
 	stale(false);
 	stale(true);
+	zeroed(seed + 4);
 	return T_EXIT_PASS;
 }

@@ -11,8 +11,9 @@
  *   [16]     payload, len bytes, padded to 8
  *   [size-8] ftag = mix(key ^ seq ^ 2^63)
  *
- * seq counts records from 0; key is a random 64-bit value chosen by the
- * receiver per channel and known only to the two ends; mix is a bijection
+ * seq counts records from 0; key is a random 64-bit value with its top two
+ * bits set (zl_ring_key), chosen by the receiver per channel and known only
+ * to the two ends; mix is a bijection
  * on 64-bit words with full avalanche (zl_mix64). With line grain (shm)
  * the record is padded further, to 32 bytes when it fits there and to a
  * multiple of 64 otherwise, so that a record shares no cache line with the
@@ -26,12 +27,15 @@
  * record at P only if the htag at P equals htag(seq) AND the ftag at the end
  * computed from its length equals ftag(seq).
  *
- *  1. Tags never repeat. seq grows by one per record and stays below 2^63,
- *     so the inputs key ^ seq (htags) and key ^ seq ^ 2^63 (ftags) of all
- *     records are pairwise distinct, and mix is a bijection: no header or
- *     footer left from any earlier lap can equal the tag expected now. The
- *     originals zeroed every consumed byte to get this; nothing is zeroed
- *     here and nothing depends on a lap count.
+ *  1. Tags never repeat. seq grows by one per record and stays below 2^62,
+ *     so the inputs key ^ seq (htags, bits 63 and 62 set) and
+ *     key ^ seq ^ 2^63 (ftags, bit 63 clear, bit 62 set) of all records are
+ *     pairwise distinct and never zero, and mix is a bijection with
+ *     mix(0) = 0: no header or footer left from any earlier lap can equal
+ *     the tag expected now, and no tag is zero, so memory never written
+ *     (zeroed) cannot validate either. The originals zeroed every consumed
+ *     byte to get this; nothing is zeroed here and nothing depends on a lap
+ *     count.
  *  2. Stale bytes that are not whole tags: payload left from earlier laps,
  *     padding bytes never rewritten, or a fresh payload byte next to seven
  *     bytes of an old tag. Because mix avalanches, tags of neighbouring
@@ -135,7 +139,11 @@ static inline uint64_t zl_mix64(uint64_t x)
 	return x ^ (x >> 31);
 }
 
-/* The header and footer tags of record seq (seq < 2^63): see the top. */
+/* The channel key from a random value: the top two bits set keep every
+ * tag input away from zero (see the top). */
+static inline uint64_t zl_ring_key(uint64_t random) { return random | 3ull << 62; }
+
+/* The header and footer tags of record seq (seq < 2^62): see the top. */
 static inline uint64_t zl_ring_htag(uint64_t key, uint64_t seq) { return zl_mix64(key ^ seq); }
 static inline uint64_t zl_ring_ftag(uint64_t key, uint64_t seq)
 {

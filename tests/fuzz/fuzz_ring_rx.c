@@ -36,8 +36,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memcpy(&key, data + 8, 8);
 	memcpy(&seq, data + 16, 8);
 	start &= ~7u;
-	key |= 1ull << 63;
-	seq &= ~(1ull << 63);
+	key = zl_ring_key(key);
+	seq &= (1ull << 62) - 1;
 
 	uint32_t cap = (uint32_t)data[1] | (uint32_t)data[2] << 8;
 	if (!cap)

@@ -6,8 +6,8 @@
  *   [1..2]   u16 buffer size for zl_ring_rx_get (0: the ring size)
  *   [3]      unused
  *   [4..7]   u32 start position of the receiver (rounded down to 8)
- *   [8..15]  u64 key (bit 63 forced)
- *   [16..23] u64 start sequence number (bit 63 cleared)
+ *   [8..15]  u64 key (zl_ring_key: bits 63 and 62 forced)
+ *   [16..23] u64 start sequence number (below 2^62)
  *   [24..]   ring contents, placed from the start position on (wrapping);
  *            the rest of the ring is zero
  */

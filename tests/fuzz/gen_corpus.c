@@ -53,7 +53,7 @@ static void make(struct seed *s, uint8_t flags, uint32_t start, uint64_t seq, co
 	uint32_t rsize = flags & FRX_F_BIG ? 8192 : 4096;
 	s->flags = flags;
 	s->start = start;
-	s->key = 0x8badf00d12345678ull | 1ull << 63;
+	s->key = zl_ring_key(0x8badf00d12345678ull);
 	s->seq = seq;
 	uint8_t *ring = calloc(1, rsize);
 	_Atomic uint64_t rpos = start;

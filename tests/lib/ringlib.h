@@ -35,7 +35,7 @@ static inline void rp_init(struct rpair *p, uint32_t size, uint64_t key, uint32_
 	CHECK(p->buf);
 	memset(p->buf, 0, size);
 	p->size = size;
-	p->key = key | (1ull << 63);
+	p->key = zl_ring_key(key);
 	atomic_init(&p->peer_rpos, 0);
 	zl_ring_tx_init(&p->tx, p->buf, size, p->key, &p->peer_rpos, NULL, NULL);
 	zl_ring_rx_init(&p->rx, p->buf, size, p->key, publish_every, rp_publish, &p->peer_rpos);

@@ -298,6 +298,7 @@ static int random_key(uint64_t *key)
 {
 	if (getrandom(key, sizeof(*key), 0) != sizeof(*key))
 		return -errno;
+	*key = zl_ring_key(*key);
 	return 0;
 }
 

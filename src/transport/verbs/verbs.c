@@ -872,6 +872,7 @@ static int setup(struct rd_chan *v, const struct rd_params *p, const struct zl_o
 	uint32_t psn;
 	if (getrandom(&key, 8, 0) != 8 || getrandom(&psn, 4, 0) != 4)
 		return -EIO;
+	key = zl_ring_key(key);
 	psn &= 0xffffff;
 
 	struct rd_info me = { .magic = RD_MAGIC, .version = ZL_PROTO_VERSION,
