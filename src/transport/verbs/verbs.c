@@ -62,6 +62,7 @@
 
 #define SQ_DEPTH 128
 #define RQ_DEPTH 512   /* split: one receive per record in flight */
+#define RECV_BATCH 32  /* receives given back at once on the message path */
 #define IMM_DATA 2     /* immediate data of a record (wakeups send 0 or 1) */
 
 enum rd_mode { RD_SINGLE = 0, RD_SPLIT2 = 1, RD_SPLIT = 2 };
@@ -124,6 +125,7 @@ struct rd_chan {
 	uint8_t tx_mode, rx_mode;
 	_Atomic uint64_t avail;  /* split: records whose completion we saw */
 	atomic_flag rq_lock;
+	uint32_t recv_owed;      /* receives taken and not yet posted again */
 	/* send-queue accounting; the lock lets one thread send while another
 	 * receives (both post to the one send queue) */
 	atomic_flag lock;
@@ -366,20 +368,28 @@ static int rd_wake(struct zl_ringchan *rc, enum zl_dir d)
 		    v->peer.ctl_rkey, (uint32_t)d);
 }
 
+/* Post n receives (no buffer: they only take immediate data), chained
+ * RECV_BATCH to a provider call. */
 static int post_recvs(struct rd_chan *v, int n)
 {
-	for (int i = 0; i < n; i++) {
-		struct ibv_recv_wr wr = { .wr_id = 0, .num_sge = 0 }, *bad;
-		if (ibv_post_recv(v->qp, &wr, &bad))
+	struct ibv_recv_wr wr[RECV_BATCH], *bad;
+	while (n > 0) {
+		int k = n < RECV_BATCH ? n : RECV_BATCH;
+		for (int i = 0; i < k; i++)
+			wr[i] = (struct ibv_recv_wr){ .next = i + 1 < k ? &wr[i + 1] : NULL };
+		if (ibv_post_recv(v->qp, wr, &bad))
 			return -ECONNRESET;
+		n -= k;
 	}
 	return 0;
 }
 
 /* Take completions off the receive CQ, count the records among them
- * (split) and give the receive slots back. Returns how many there were.
- * Either thread may get here; the other one simply skips. */
-static int drain_rcq(struct rd_chan *v)
+ * (split) and give the receive slots back: a batch at a time on the
+ * message path (flush false), all of them before sleeping or when
+ * checking the peer. Returns how many completions there were. Either
+ * thread may get here; the other one simply skips. */
+static int drain_rcq(struct rd_chan *v, bool flush)
 {
 	if (atomic_flag_test_and_set_explicit(&v->rq_lock, memory_order_acquire))
 		return 0;
@@ -403,8 +413,12 @@ static int drain_rcq(struct rd_chan *v)
 	}
 	if (records)
 		atomic_fetch_add_explicit(&v->avail, records, memory_order_release);
-	if (got && post_recvs(v, got))
-		v->qp_failed = true;
+	v->recv_owed += (uint32_t)got;
+	if (v->recv_owed >= (flush ? 1u : RECV_BATCH)) {
+		if (post_recvs(v, (int)v->recv_owed))
+			v->qp_failed = true;
+		v->recv_owed = 0;
+	}
 	atomic_flag_clear_explicit(&v->rq_lock, memory_order_release);
 	return got;
 }
@@ -419,7 +433,7 @@ static void rd_progress(struct zl_ringchan *rc)
 	if (atomic_load_explicit(&v->avail, memory_order_relaxed) > rc->rx.seq ||
 	    !zl_ring_rx_tag_seen(&rc->rx))
 		return;
-	drain_rcq(v);
+	drain_rcq(v, false);
 }
 
 /* Take completion-channel events and acknowledge each at once: both the
@@ -437,9 +451,9 @@ static void rd_drain(struct zl_ringchan *rc)
 {
 	struct rd_chan *v = RD(rc);
 	take_events(v);
-	drain_rcq(v);
+	drain_rcq(v, true);
 	ibv_req_notify_cq(v->rcq, 0);
-	drain_rcq(v);
+	drain_rcq(v, true);
 }
 
 static int sock_gone(int sock)
@@ -454,7 +468,7 @@ static int rd_alive(struct zl_ringchan *rc)
 	lock(v);
 	int r = reap(v);
 	unlock(v);
-	drain_rcq(v);
+	drain_rcq(v, true);
 	return r || v->qp_failed ? -ECONNRESET : sock_gone(v->sock);
 }
 
@@ -463,7 +477,7 @@ static int rd_sleep(struct zl_ringchan *rc, enum zl_dir d, int64_t deadline)
 	struct rd_chan *v = RD(rc);
 	if (ibv_req_notify_cq(v->rcq, 0))
 		return -ECONNRESET;
-	if (drain_rcq(v))
+	if (drain_rcq(v, true))
 		return 0; /* a wakeup was already queued */
 	int64_t cap = zl_now_us() + SAFETY_SLEEP_US;
 	struct pollfd p[2] = {
@@ -475,7 +489,7 @@ static int rd_sleep(struct zl_ringchan *rc, enum zl_dir d, int64_t deadline)
 		return -ECONNRESET;
 	if (n > 0 && p[0].revents) {
 		take_events(v);
-		drain_rcq(v);
+		drain_rcq(v, true);
 	}
 	return rd_alive(rc);
 }
