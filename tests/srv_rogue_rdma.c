@@ -91,9 +91,9 @@ int main(void)
 	do {
 		CHECK_OK(zl_server_info(s.srv, &info));
 	} while (info.clients != 1 && tl_now_us() < end && (tl_sleep_us(10000), 1));
-	printf("honest: %" PRIu64 " calls, worst %" PRId64 " us; victim: %" PRIu64
-	       " calls; server: %" PRIu64 " clients left, %" PRIu64 " requests\n", calls, worst,
-	       id, info.clients, info.requests);
+	printf("honest: %" PRIu64 " calls (%" PRIu64 " over %d us), worst %" PRId64
+	       " us; victim: %" PRIu64 " calls; server: %" PRIu64 " clients left, %" PRIu64
+	       " requests\n", calls, slow, TL_SLOW_US, worst, id, info.clients, info.requests);
 	CHECKF(info.clients == 1, "%" PRIu64 " clients still attached", info.clients);
 	zl_client *after = tl_client(s.url, T_OUT);
 	tl_call_check(after, 1, 10, 5, T_OUT);
