@@ -10,6 +10,9 @@
 # together, so each round measures, back to back (a few seconds in all):
 #   floor        zl-bench floor (one cache line ping-ponged)
 #   shm 64/4096  zl-bench pingpong shm:// (copy API), RTT medians
+#   spsc 64/4096 zl-bench spsc: the copying floor (a bare fixed-slot ring,
+#                memcpy in and out, no library): what any copying channel
+#                needs here, for the 4096 B target in particular
 #   ucx 64/4096  ucx_perftest ucp_am_lat, UCX_TLS=posix (one-way x 2 = RTT)
 #   tcp, raw     zl-bench pingpong tcp:// (blocking) and zl-bench rawtcp, 64 B
 # and the summary gives, over the rounds, the median of each round's ratio
@@ -44,9 +47,9 @@ ucx() { # size -> RTT median in us, or empty
 	return 0
 }
 
-echo "round,floor,shm64,shm4096,ucx64,ucx4096,tcp64,rawtcp64" > "$csv"
-printf "%5s %7s %7s %8s %7s %8s %7s %7s   %s\n" round floor shm64 shm4096 ucx64 ucx4096 \
-	tcp64 raw64 "(RTT medians, us)"
+echo "round,floor,shm64,shm4096,ucx64,ucx4096,tcp64,rawtcp64,spsc64,spsc4096" > "$csv"
+printf "%5s %7s %7s %8s %7s %8s %7s %7s %7s %8s   %s\n" round floor shm64 shm4096 ucx64 ucx4096 \
+	tcp64 raw64 spsc64 spsc4096 "(RTT medians, us)"
 for r in $(seq "$ROUNDS"); do
 	"$zb" floor --iters "$ITERS" --csv "$tmp/f.csv" > /dev/null
 	"$zb" pingpong --url "shm://rounds-$$-$r" --size 64,4096 --iters "$ITERS" \
@@ -54,10 +57,12 @@ for r in $(seq "$ROUNDS"); do
 	u64=$(ucx 64) u4k=$(ucx 4096)
 	"$zb" pingpong --url tcp://127.0.0.1:0 --size 64 --iters 20000 --csv "$tmp/t.csv" > /dev/null
 	"$zb" rawtcp --size 64 --iters 20000 --csv "$tmp/r.csv" > /dev/null
+	"$zb" spsc --size 64,4096 --iters "$ITERS" --csv "$tmp/c.csv" > /dev/null
 	row="$r,$(col "$tmp/f.csv" 8),$(col "$tmp/s.csv" 64),$(col "$tmp/s.csv" 4096),$u64,$u4k"
-	row="$row,$(col "$tmp/t.csv" 64),$(col "$tmp/r.csv" 64)"
+	row="$row,$(col "$tmp/t.csv" 64),$(col "$tmp/r.csv" 64),$(col "$tmp/c.csv" 64)"
+	row="$row,$(col "$tmp/c.csv" 4096)"
 	echo "$row" >> "$csv"
-	echo "$row" | awk -F, '{ printf "%5s %7s %7s %8s %7s %8s %7s %7s\n", $1, $2, $3, $4, $5, $6, $7, $8 }'
+	echo "$row" | awk -F, '{ printf "%5s %7s %7s %8s %7s %8s %7s %7s %7s %8s\n", $1, $2, $3, $4, $5, $6, $7, $8, $9, $10 }'
 	rm -f "$tmp"/*.csv
 done
 
@@ -69,6 +74,7 @@ awk -F, 'NR > 1 {
 	r3[n] = $4;      m3 += $4 <= 0.6
 	if ($5 > 0) { k++; r2[k] = $3 / $5; m2 += $3 / $5 <= 0.5 }
 	if ($8 > 0) { t++; r4[t] = $7 / $8; m4 += $7 / $8 <= 1.1 }
+	c64[n] = $3 / $9; c4k[n] = $4 / $10; s4k[n] = $10; b4k += $10 <= 0.6; f64[n] = $9 / $2
 }
 function med(a, n,   i, j, x) {
 	for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j - 1] > a[j]; j--) { x = a[j]; a[j] = a[j - 1]; a[j - 1] = x }
@@ -80,5 +86,8 @@ END {
 	else print "  UCX: ucx_perftest not found (apt-get install ucx-utils)"
 	printf "  shm 4096 B                  %5.2f us (target <= 0.6 us: %d of %d rounds)\n", med(r3, n), m3, n
 	printf "  tcp 64 B / raw tcp 64 B     %5.2f  (target <= 1.10: %d of %d rounds)\n", med(r4, t), m4, t
+	printf "  copying floor (spsc) 64 B / floor %.2f; 4096 B %.2f us (under 0.6 us: %d of %d rounds)\n",
+		med(f64, n), med(s4k, n), b4k, n
+	printf "  shm / spsc: 64 B %.2f, 4096 B %.2f  (what the library costs over copying)\n", med(c64, n), med(c4k, n)
 }' "$csv"
 echo "CSV: $csv"

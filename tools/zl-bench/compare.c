@@ -22,9 +22,6 @@
 
 enum kind { K_FLOOR, K_SPSC, K_ZL, K_RAW, K_UCX };
 
-int spsc_run(size_t size, uint64_t iters, uint64_t warmup, int cpu_a, int cpu_b,
-	     const struct sink *sink, struct result *res);
-
 struct method {
 	char label[64];
 	char transport[16];

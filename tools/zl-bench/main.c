@@ -36,6 +36,9 @@ static const char usage_text[] =
 	"  floor    [--iters N] [--warmup W] [--csv FILE]\n"
 	"      the hardware limit: one 8-byte atomic in its own cache line bounced\n"
 	"      between two processes on two CPUs (default 200000 round trips).\n"
+	"  spsc     [--size S[,S...]] [--iters N] [--warmup W] [--csv FILE]\n"
+	"      the copying floor: the simplest correct shared-memory ring, no zipline\n"
+	"      (fixed slots, a sequence footer, memcpy in and out; default 200000).\n"
 	"  rawtcp   [--size S[,S...]] [--iters N] [--warmup W] [--csv FILE]\n"
 	"      blocking TCP ping-pong on 127.0.0.1 without zipline (the baseline).\n"
 	"  nto1     --url URL [--clients 1,2,4,8] [--size S] [--iters N] [--warmup W]\n"
@@ -181,7 +184,7 @@ static const struct option longopts[] = {
 	{0, 0, 0, 0},
 };
 
-enum cmd { C_PINGPONG, C_FLOOR, C_COMPARE, C_RAWTCP, C_SCAN, C_NTO1 };
+enum cmd { C_PINGPONG, C_FLOOR, C_COMPARE, C_RAWTCP, C_SCAN, C_NTO1, C_SPSC };
 
 /* Which options each command takes: a usage error beats a silently
  * ignored flag in a benchmark. */
@@ -224,6 +227,8 @@ int main(int argc, char **argv)
 		cmd = C_COMPARE;
 	else if (!strcmp(name, "rawtcp"))
 		cmd = C_RAWTCP;
+	else if (!strcmp(name, "spsc"))
+		cmd = C_SPSC;
 	else if (!strcmp(name, "scan"))
 		cmd = C_SCAN;
 	else if (!strcmp(name, "nto1"))
@@ -358,6 +363,29 @@ int main(int argc, char **argv)
 			       "scheduler, not the cache\n");
 		rc = floor_run(iters, warmup == UINT64_MAX ? iters / 10 : warmup, cpu_a, cpu_b, 0,
 			       &sink, &r);
+		break;
+	}
+	case C_SPSC: {
+		char line[256];
+		if (!iters)
+			iters = 200000;
+		if (warmup == UINT64_MAX)
+			warmup = iters / 10;
+		struct sink sink = {csvf, "spsc", "fixed-slot-ring"};
+		printf("spsc: the copying floor, RTT (round trip), microseconds: a fixed-slot ring "
+		       "per direction, memcpy in, sequence footer, memcpy out; %llu timed round "
+		       "trips per size after %llu warm-up\n",
+		       (unsigned long long)iters, (unsigned long long)warmup);
+		timer_describe(line, sizeof(line));
+		printf("%s\n", line);
+		describe_pin(line, sizeof(line), cpu_a, cpu_b, 1);
+		printf("%s\n", line);
+		report_columns();
+		rc = 0;
+		for (int i = 0; i < nsizes && !rc; i++) {
+			struct result r;
+			rc = spsc_run(sizes[i], iters, warmup, cpu_a, cpu_b, &sink, &r);
+		}
 		break;
 	}
 	case C_PINGPONG:

@@ -134,6 +134,10 @@ int rawtcp_run(const struct pp_opts *o, const struct sink *sink, struct result *
 int floor_run(uint64_t iters, uint64_t warmup, int cpu_a, int cpu_b, int quiet_header,
 	      const struct sink *sink, struct result *res);
 
+/* The copying floor (spsc.c): a bare fixed-slot ring at one size. */
+int spsc_run(size_t size, uint64_t iters, uint64_t warmup, int cpu_a, int cpu_b,
+	     const struct sink *sink, struct result *res);
+
 struct compare_opts {
 	size_t sizes[ZLB_MAX_SIZES];
 	int nsizes;
