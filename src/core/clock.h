@@ -22,6 +22,11 @@ static inline int64_t zl_now_us(void)
 	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
+/* Whether a clock read is expensive here (well over the vDSO's tens of
+ * nanoseconds), measured once per process: spinning loops then read the
+ * clock less often. */
+int zl_clock_slow(void);
+
 /* A deadline in absolute microseconds: timeout 0 -> now, -1 -> never. */
 #define ZL_NEVER INT64_MAX
 static inline int64_t zl_deadline(int64_t timeout_us)

@@ -11,7 +11,15 @@
 #define ALIVE_EVERY_US 1000  /* liveness check period while waiting */
 #define ALIVE_EVERY_OPS 1024 /* ... and every so many sends or empty polls */
 #define CLOSE_LINGER_US 100000
-#define CLOCK_EVERY 1024     /* spin polls between clock reads (after the first) */
+/* Spin polls before the first clock read of a wait and between later ones;
+ * where the clock is slow (zl_clock_slow) both grow, or the reads would take
+ * a large share of a spin: in the Soft-RoCE VM a read costs as much as a
+ * thousand polls, and reading at the 64th poll of every wait cost 4% of an
+ * RDMA round trip. */
+#define CLOCK_FIRST 64
+#define CLOCK_EVERY 1024
+#define CLOCK_FIRST_SLOW 1024
+#define CLOCK_EVERY_SLOW 4096
 /* zl_send of messages up to this size, and zl_recv of any whole message,
  * try a short path first: one copy into or out of the ring, none of the
  * fragment, reservation or wait machinery (it cost a third of a 64-byte
@@ -108,6 +116,9 @@ void zl_ringchan_init(struct zl_ringchan *rc, const struct zl_opts *o, const cha
 	snprintf(rc->stats.transport, sizeof(rc->stats.transport), "%s", transport);
 	rc->stats.ring_size = rc->tx.size;
 	rc->stats.max_msg = o->max_msg;
+	bool slow = zl_clock_slow();
+	rc->clock_first = slow ? CLOCK_FIRST_SLOW : CLOCK_FIRST;
+	rc->clock_every = slow ? CLOCK_EVERY_SLOW : CLOCK_EVERY;
 }
 
 void zl_ringchan_fini(struct zl_ringchan *rc)
@@ -240,7 +251,7 @@ static int wait_for(struct zl_ringchan *rc, enum zl_dir d, int64_t *dl, cond_fn 
 				serve_rpos_demand(rc);
 			/* The clock is read rarely: where the clocksource is not the
 			 * TSC (an emulator's HPET), a read costs microseconds. */
-			if (i % CLOCK_EVERY && spin_end >= 0)
+			if (spin_end >= 0 ? i % rc->clock_every : i < rc->clock_first)
 				continue;
 			now = zl_now_us();
 			if (spin_end < 0) { /* the first look at the clock in this wait */

@@ -83,6 +83,7 @@ struct zl_ringchan {
 	uint8_t rec_t;
 	uint32_t peek_len;
 	uint32_t ops_since_check;
+	uint32_t clock_first, clock_every; /* spin polls before/between clock reads */
 
 	/* Rest of a fragmented message accepted by zl_send. The receiving
 	 * thread pushes it too (so a caller waiting for a reply cannot
