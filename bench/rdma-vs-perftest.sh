@@ -3,23 +3,28 @@
 # Our rdma:// ping-pong against perftest's ib_write_lat on the same Soft-RoCE
 # device pair, in ONE boot of the VM (tests/vm/rdma-vm.sh), at the same sizes.
 #
-#   bench/rdma-vs-perftest.sh [BUILD_DIR] [ITERS] [SIZES] [ROUNDS]
+#   [METHODS=single,split,split2] bench/rdma-vs-perftest.sh [BUILD_DIR] [ITERS] [SIZES] [ROUNDS]
 #
 # ib_write_lat reports half a round trip; we double it and say so. Everything
 # here is emulated (qemu TCG + rxe): compare the ratios, not the microseconds.
 # The emulator's speed drifts within a boot, so the whole set is measured
 # ROUNDS times (default 3), each round side by side, and the summary gives
-# the median over rounds of each round's ratio.
+# the median over rounds of each round's ratio with a 95% confidence
+# interval: one round's ratio swings by tens of percent in the emulator, so
+# tell a 10% difference only from the interval of many short rounds.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 B=$(cd "${1:-$here/../build}" && pwd)
 ITERS=${2:-3000}
 SIZES=${3:-8 64 512 4096}
 ROUNDS=${4:-3}
+METHODS=${METHODS:-single,split,split2}
+METHODS=${METHODS//,/ }
 
 if [ -z "${ZL_RDMA_IP_A:-}" ]; then # on the host: boot the VM and rerun inside
 	cp "$0" "$B/rdma-vs-perftest.sh"
-	exec "$here/../tests/vm/rdma-vm.sh" --timeout 1500 --share "$B" -- \
+	ZL_VM_ENV="${ZL_VM_ENV:-} METHODS=${METHODS// /,}" \
+		exec "$here/../tests/vm/rdma-vm.sh" --timeout 1500 --share "$B" -- \
 		"$B/rdma-vs-perftest.sh" "$B" "$ITERS" "$SIZES" "$ROUNDS"
 fi
 
@@ -64,47 +69,71 @@ perftest 64 > /dev/null
 ours 64 split > /dev/null
 
 echo "RTT in microseconds, median / p99, emulated (qemu TCG + Soft-RoCE rxe0 -> rxe1)."
-echo "perftest = 2 x ib_write_lat (it reports half a round trip)."
+echo "perftest = 2 x ib_write_lat (it reports half a round trip). perftest2 is a second,"
+echo "identical perftest run: perftest2/perftest shows how far two runs of the same thing"
+echo "differ here. ptwire is perftest writing as many bytes as one of our records"
+echo "(size + 24: the header and footer words): the same WRITE on the wire."
+echo "The order of the runs rotates from round to round."
+# one run of method m at size s -> "median p99"
+run() {
+	case $1 in
+	ptwire) perftest "$(($2 + 24 + (8 - $2 % 8) % 8))" ;;
+	perftest*) perftest "$2" ;;
+	*) ours "$2" "$1" ;;
+	esac
+}
+all=(perftest perftest2 ptwire $METHODS)
+n=${#all[@]}
 for r in $(seq "$ROUNDS"); do
 	echo "round $r of $ROUNDS"
-	printf "%6s  %15s  %15s  %15s  %15s  %10s  %10s  %10s\n" size perftest single split \
-		split2 single/pt split/pt split2/pt
+	head="$(printf "%6s" size)" tail=""
+	for m in "${all[@]}"; do
+		head="$head$(printf "  %15s" "$m")"
+		[ "$m" = perftest ] || tail="$tail$(printf "  %10s" "${m:0:7}/pt")"
+	done
+	echo "$head$tail"
 	for s in $SIZES; do
-		read -r pm pp <<< "$(perftest "$s")"
-		read -r sm sp <<< "$(ours "$s" single)"
-		read -r xm xp <<< "$(ours "$s" split)"
-		read -r ym yp <<< "$(ours "$s" split2)"
-		ratio() { awk -v a="$1" -v b="$pm" 'BEGIN { printf "%.2f", a / b }'; }
-		printf "%6s  %7s/%-7s  %7s/%-7s  %7s/%-7s  %7s/%-7s  %10s  %10s  %10s\n" "$s" "$pm" \
-			"$pp" "$sm" "$sp" "$xm" "$xp" "$ym" "$yp" "$(ratio "$sm")" "$(ratio "$xm")" \
-			"$(ratio "$ym")"
-		printf "%s,perftest,%s,%s,%s\n%s,single,%s,%s,%s\n%s,split,%s,%s,%s\n%s,split2,%s,%s,%s\n" \
-			"$r" "$s" "$pm" "$pp" "$r" "$s" "$sm" "$sp" "$r" "$s" "$xm" "$xp" "$r" "$s" "$ym" \
-			"$yp" >> "$csv"
+		declare -A med=() p99=()
+		for k in $(seq 0 $((n - 1))); do
+			m=${all[$(((k + r) % n))]}
+			read -r med[$m] p99[$m] <<< "$(run "$m" "$s")"
+			echo "$r,$m,$s,${med[$m]},${p99[$m]}" >> "$csv"
+		done
+		line="$(printf "%6s" "$s")" tail=""
+		for m in "${all[@]}"; do
+			line="$line$(printf "  %7s/%-7s" "${med[$m]}" "${p99[$m]}")"
+			[ "$m" = perftest ] ||
+				tail="$tail$(awk -v a="${med[$m]}" -v b="${med[perftest]}" \
+					'BEGIN { printf "  %10.2f", a / b }')"
+		done
+		echo "$line$tail"
 	done
 done
 echo
-echo "Summary over $ROUNDS rounds: median of the per-round ratios of medians (ours / perftest)"
-awk -F, 'NR > 1 { v[$1 "," $3 "," $2] = $4; sz[$3] = 1; rd[$1] = 1 }
-function med(a, n,   i, j, t) {
+echo "Summary over $ROUNDS rounds: median of the per-round ratios of medians, with a"
+echo "distribution-free 95% confidence interval of that median (order statistics)"
+pairs="perftest2/perftest ptwire/perftest"
+for m in $METHODS; do pairs="$pairs $m/perftest $m/ptwire"; done
+awk -F, -v pairs="$pairs" 'NR > 1 && $4 ~ /^[0-9.]+$/ { v[$1 "," $3 "," $2] = $4; sz[$3] = 1; rd[$1] = 1 }
+function sort(a, n,   i, j, t) {
 	for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j - 1] > a[j]; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
-	return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
 }
 END {
-	printf "%6s  %8s  %8s  %8s   (range over rounds)\n", "size", "single", "split", "split2"
-	for (s in sz) {
-		line = sprintf("%6s", s); rng = ""
-		split("single split split2", m, " ")
-		for (k = 1; k <= 3; k++) {
-			n = 0; lo = 1e9; hi = 0
-			for (r in rd) if (v[r "," s ",perftest"] > 0 && v[r "," s "," m[k]] > 0) {
-				x = v[r "," s "," m[k]] / v[r "," s ",perftest"]; a[++n] = x
-				if (x < lo) lo = x; if (x > hi) hi = x
-			}
-			line = line sprintf("  %8.2f", n ? med(a, n) : 0)
-			rng = rng sprintf(" %s %.2f-%.2f", m[k], lo, hi)
-		}
-		print line "  " rng
+	np = split(pairs, p, " ")
+	for (s in sz) for (k = 1; k <= np; k++) {
+		split(p[k], nd, "/")
+		n = 0
+		for (r in rd) if (v[r "," s "," nd[2]] > 0 && v[r "," s "," nd[1]] > 0)
+			a[++n] = v[r "," s "," nd[1]] / v[r "," s "," nd[2]]
+		if (!n) continue
+		sort(a, n)
+		med = n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+		# ranks of a 95% interval for the median: n/2 -+ 1.96 sqrt(n)/2
+		for (q = n, i = 0; i < 40; i++) q = (q + n / q) / 2 # sqrt: the guest awk has no math
+		lo = int(n / 2 - 0.98 * q); hi = int(n / 2 + 1 + 0.98 * q + 0.999)
+		ci = lo >= 1 && hi <= n ? sprintf("%.2f-%.2f", a[lo], a[hi]) : "too few rounds"
+		printf "%6s B  %-18s %6.2f   95%% CI %-12s range %.2f-%.2f  (%d rounds)\n", s, p[k], med,
+			ci, a[1], a[n], n
 	}
-}' "$csv" | sort -n
+}' "$csv" | sort -n -s
 echo "CSV: $csv"
