@@ -227,8 +227,21 @@ pid_t start_peer(int (*fn)(void *arg, int wfd), void *arg, int cpu, const char *
  * 0, or -1 after a second without it: a peer that hangs must not hang us. */
 int spin_until(_Atomic uint64_t *v, uint64_t want)
 {
+	return spin_until_touch(v, want, NULL);
+}
+
+int spin_until_touch(_Atomic uint64_t *v, uint64_t want, const void *touch)
+{
 	uint64_t spins = 0, start = 0;
 	while (atomic_load_explicit(v, memory_order_acquire) != want) {
+		if (touch) {
+#if defined(__x86_64__)
+			uint64_t w; /* a load whose value is dropped, as in ring.h */
+			__asm__ volatile("movq (%1), %0" : "=r"(w) : "r"(touch));
+#else
+			__builtin_prefetch(touch);
+#endif
+		}
 		cpu_relax();
 		if ((++spins & 1023) == 0) {
 			uint64_t now = mono_ns();

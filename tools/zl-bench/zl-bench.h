@@ -93,6 +93,8 @@ pid_t spawn_child(int (*fn)(void *arg, int wfd), void *arg, int *rfd);
  * error or timeout. The newline is stripped. */
 int read_line(int fd, char *buf, size_t cap, int timeout_ms);
 int spin_until(_Atomic uint64_t *v, uint64_t want);
+/* The same, loading the line at touch (if not NULL) on every spin. */
+int spin_until_touch(_Atomic uint64_t *v, uint64_t want, const void *touch);
 pid_t start_peer(int (*fn)(void *arg, int wfd), void *arg, int cpu, const char *who);
 /* Wait up to timeout_ms for pid to exit, then SIGKILL it. Returns its
  * exit status (0..255), 128+signal, -2 if we had to kill it, or -1. */
