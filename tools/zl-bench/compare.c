@@ -315,7 +315,7 @@ static void print_ratios(const struct compare_opts *o)
 
 int compare_run(const struct compare_opts *o)
 {
-	char line[256], url[160];
+	char url[160];
 	int pid = (int)getpid(), failed = 0;
 	FILE *csv = report_csv_open(o->csv, 1);
 	nmethods = 0;
@@ -343,10 +343,7 @@ int compare_run(const struct compare_opts *o)
 	printf(" B; %llu round trips per size for floor/shm, %llu for sockets, after 10%% "
 	       "warm-up\n",
 	       (unsigned long long)o->shm_iters, (unsigned long long)o->sock_iters);
-	timer_describe(line, sizeof(line));
-	printf("%s\n", line);
-	describe_pin(line, sizeof(line), o->cpu_client, o->cpu_server, 1);
-	printf("%s\n", line);
+	report_setup(o->cpu_client, o->cpu_server, 1);
 	printf("a WARNING after a row means other processes used > 10%% of a CPU meanwhile\n");
 	double busy = load_probe(300);
 	if (busy > 0.10)

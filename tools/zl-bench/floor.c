@@ -87,7 +87,6 @@ int floor_run(uint64_t iters, uint64_t warmup, int cpu_a, int cpu_b, int quiet_h
 	      const struct sink *sink, struct result *res)
 {
 	int rc = 1;
-	char buf[256];
 	if (cpu_count() < 2) {
 		/* each spin would last a scheduler time slice: minutes, not ms */
 		fprintf(stderr, "zl-bench floor: needs two CPUs; this process may use only one\n");
@@ -111,10 +110,7 @@ int floor_run(uint64_t iters, uint64_t warmup, int cpu_a, int cpu_b, int quiet_h
 		printf("floor: cache-line ping-pong, RTT (round trip), microseconds: one 8-byte "
 		       "atomic in its own cache line, %llu timed round trips after %llu warm-up\n",
 		       (unsigned long long)iters, (unsigned long long)warmup);
-		timer_describe(buf, sizeof(buf));
-		printf("%s\n", buf);
-		describe_pin(buf, sizeof(buf), cpu_a, cpu_b, 1);
-		printf("%s\n", buf);
+		report_setup(cpu_a, cpu_b, 1);
 		report_columns();
 	}
 

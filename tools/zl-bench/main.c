@@ -366,7 +366,6 @@ int main(int argc, char **argv)
 		break;
 	}
 	case C_SPSC: {
-		char line[256];
 		if (!iters)
 			iters = 200000;
 		if (warmup == UINT64_MAX)
@@ -376,10 +375,7 @@ int main(int argc, char **argv)
 		       "per direction, memcpy in, sequence footer, memcpy out; %llu timed round "
 		       "trips per size after %llu warm-up\n",
 		       (unsigned long long)iters, (unsigned long long)warmup);
-		timer_describe(line, sizeof(line));
-		printf("%s\n", line);
-		describe_pin(line, sizeof(line), cpu_a, cpu_b, 1);
-		printf("%s\n", line);
+		report_setup(cpu_a, cpu_b, 1);
 		report_columns();
 		rc = 0;
 		for (int i = 0; i < nsizes && !rc; i++) {
@@ -410,15 +406,11 @@ int main(int argc, char **argv)
 		struct sink sink = {csvf, cmd == C_RAWTCP ? "raw-tcp" : scheme,
 				    cmd == C_RAWTCP ? "tcp://127.0.0.1:0 (plain socket)" : o.url};
 		if (cmd == C_RAWTCP) {
-			char line[256];
 			printf("raw tcp (baseline): blocking TCP ping-pong on 127.0.0.1, TCP_NODELAY, no "
 			       "zipline\nRTT (round trip), microseconds: %llu timed round trips per "
 			       "size after %llu warm-up\n",
 			       (unsigned long long)o.iters, (unsigned long long)o.warmup);
-			timer_describe(line, sizeof(line));
-			printf("%s\n", line);
-			describe_pin(line, sizeof(line), cpu_a, cpu_b, 1);
-			printf("%s\n", line);
+			report_setup(cpu_a, cpu_b, 1);
 			report_columns();
 			rc = rawtcp_run(&o, &sink, res);
 		} else {

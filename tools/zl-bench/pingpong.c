@@ -373,7 +373,6 @@ out:
 
 static void print_header(const struct pp_opts *o, const char *url)
 {
-	char line[256];
 	int v = zl_version();
 	printf("zl-bench pingpong: zipline %d.%d.%d, %s", v / 10000, v / 100 % 100, v % 100,
 	       o->url);
@@ -385,10 +384,7 @@ static void print_header(const struct pp_opts *o, const char *url)
 	printf("RTT (round trip), microseconds: %llu timed round trips per size after %llu "
 	       "warm-up; payload checked on every round trip\n",
 	       (unsigned long long)o->iters, (unsigned long long)o->warmup);
-	timer_describe(line, sizeof(line));
-	printf("%s\n", line);
-	describe_pin(line, sizeof(line), o->cpu_client, o->cpu_server, o->mode == PP_BOTH);
-	printf("%s\n", line);
+	report_setup(o->cpu_client, o->cpu_server, o->mode == PP_BOTH);
 	if (o->mode == PP_CLIENT)
 		printf("note: a server on this host counts as co-tenant load in the warnings\n");
 	report_columns();

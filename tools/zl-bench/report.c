@@ -28,6 +28,15 @@ void fmt_rate(char *buf, size_t cap, double per_s)
 		snprintf(buf, cap, "%.0f", per_s);
 }
 
+void report_setup(int cpu_a, int cpu_b, int both)
+{
+	char line[256];
+	timer_describe(line, sizeof(line));
+	printf("%s\n", line);
+	describe_pin(line, sizeof(line), cpu_a, cpu_b, both);
+	printf("%s\n", line);
+}
+
 void report_columns(void)
 {
 	printf("%8s %11s %9s %9s %9s %5s %14s\n", "size", "RTT median", "p99", "p99.9", "max",

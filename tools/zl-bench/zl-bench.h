@@ -40,6 +40,9 @@ void stats_compute(uint64_t *ticks, uint64_t n, uint64_t elapsed_ns, struct resu
 uint64_t stats_rank(const uint64_t *v, uint64_t n, double p);
 
 void report_columns(void);                 /* the column header line */
+/* The timer and CPU placement lines (both: whether this process runs both
+ * sides, see describe_pin). */
+void report_setup(int cpu_a, int cpu_b, int both);
 void report_row(const struct result *r);   /* one size */
 void report_csv_row(const struct sink *s, const struct result *r);
 struct load_snap;
