@@ -202,6 +202,7 @@ struct zl_ring_rx {
 	uint32_t cur_off;        /* and its offset */
 	uint8_t tag_off, len_off; /* from the layout */
 	bool lines;              /* line grain (zl_ring_rec_bytes) */
+	bool short_last;         /* the last record had at most two lines */
 	/* Where completions, not memory, say that a record has landed (RDMA
 	 * WRITE_WITH_IMM): records with seq >= *avail are not looked at.
 	 * NULL otherwise. */
@@ -415,6 +416,7 @@ static inline void zl_ring_advance(struct zl_ring_rx *rx, uint32_t rs)
 {
 	rx->rpos += rs;
 	rx->seq++; /* the next htag is computed by the next peek, while it waits */
+	rx->short_last = rs <= 2 * 64;
 	if (rx->rpos - rx->published >= rx->publish_every)
 		zl_ring_publish_now(rx);
 }
@@ -447,11 +449,14 @@ static inline bool zl_ring_rx_tag_seen(struct zl_ring_rx *rx)
 /* While the header's line is polled, load the line after it as well: the
  * second line of a longer record (a 64-byte message has two) then crosses
  * from the sender's cache together with the first, not after it. The value
- * is not used; the bytes are read again once the htag is valid. */
+ * is not used; the bytes are read again once the htag is valid. Not after
+ * a record of more than two lines, when the next one is likely long too:
+ * while the sender copies a long record, each such load takes the line away
+ * from its stores (4 KiB messages: about 5% slower with it). */
 static inline void zl_ring_rx_touch_next_line(const struct zl_ring_rx *rx, uint32_t off)
 {
 	uint32_t next = (off | 63u) + 1u;
-	if (!rx->lines || next >= rx->size)
+	if (!rx->lines || !rx->short_last || next >= rx->size)
 		return;
 #if defined(__x86_64__)
 	/* A load in asm whose value is dropped: like a prefetch it is no
