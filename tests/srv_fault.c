@@ -26,7 +26,7 @@
 /* A server that waited on a stalled client would lose at least a channel's
  * close linger (100 ms) or a timeout (seconds); scheduling noise on this
  * 2-core host stays well under it. */
-#define STALL_BOUND_US 100000
+#define STALL_BOUND_US TL_SLOW_US /* what tl_honest counts as slow */
 #define NFAIR 8
 #define SLOW_US 20
 #define FAIR_BOUND_US (NFAIR * 4 * SLOW_US * 2 + 100000)

@@ -18,7 +18,7 @@
 #include "srvlib.h"
 
 #define T_OUT 10000000
-#define ROGUE_BOUND_US 100000
+#define ROGUE_BOUND_US TL_SLOW_US /* what tl_honest counts as slow */
 
 /* Find the mappings of a memfd by name in /proc/self/maps. */
 static int find_maps(const char *name, uint8_t **addr, size_t *len, int max)

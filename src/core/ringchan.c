@@ -525,14 +525,6 @@ static int rc_wait_writable(zl_channel *ch, size_t len, int64_t timeout_us)
 
 /* ---- receiving ---------------------------------------------------------- */
 
-/* One look at the receive ring (after the transport's progress). */
-static inline int look(struct zl_ringchan *rc, const void **p, uint32_t *n, uint8_t *t)
-{
-	if (rc->link->progress)
-		rc->link->progress(rc);
-	return zl_ring_rx_peek(&rc->rx, p, n, t);
-}
-
 static int rx_ready(struct zl_ringchan *rc, size_t unused)
 {
 	(void)unused;
@@ -547,7 +539,9 @@ static int rx_ready(struct zl_ringchan *rc, size_t unused)
 	const void *p;
 	uint32_t n;
 	uint8_t t;
-	int r = look(rc, &p, &n, &t);
+	if (rc->link->progress)
+		rc->link->progress(rc);
+	int r = zl_ring_rx_peek(&rc->rx, &p, &n, &t);
 	if (!r) { /* keep it for next_record */
 		rc->rec_p = p;
 		rc->rec_n = n;

@@ -50,7 +50,7 @@ static int floor_child(void *arg, int wfd)
 			spins = start = 0;
 			continue;
 		}
-		cpu_relax();
+		zl_cpu_relax();
 		if ((++spins & 1023) == 0) {
 			uint64_t now = mono_ns();
 			if (!start)

@@ -234,15 +234,9 @@ int spin_until_touch(_Atomic uint64_t *v, uint64_t want, const void *touch)
 {
 	uint64_t spins = 0, start = 0;
 	while (atomic_load_explicit(v, memory_order_acquire) != want) {
-		if (touch) {
-#if defined(__x86_64__)
-			uint64_t w; /* a load whose value is dropped, as in ring.h */
-			__asm__ volatile("movq (%1), %0" : "=r"(w) : "r"(touch));
-#else
-			__builtin_prefetch(touch);
-#endif
-		}
-		cpu_relax();
+		if (touch)
+			zl_touch_line(touch);
+		zl_cpu_relax();
 		if ((++spins & 1023) == 0) {
 			uint64_t now = mono_ns();
 			if (!start)

@@ -57,15 +57,4 @@ static inline uint64_t timer_now(void)
 	return mono_ns();
 }
 
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	_mm_pause();
-#elif defined(__aarch64__)
-	__asm__ volatile("yield" ::: "memory");
-#else
-	__asm__ volatile("" ::: "memory");
-#endif
-}
-
 #endif

@@ -10,6 +10,9 @@
 #include <sys/types.h>
 
 #include "timer.h"
+/* the library's spin primitives (zl_cpu_relax, zl_touch_line): the
+ * baselines spin as zipline does */
+#include "../../src/core/clock.h"
 
 #define ZLB_MAX_SIZES 32
 #define ZLB_NO_CPU (-1)
