@@ -2,7 +2,9 @@
 /*
  * ring_hostile: records with valid tags but impossible contents must give
  * -EPROTO from zl_ring_rx_peek without any out-of-bounds access (the ring
- * is malloc'ed to exactly its size; run under ASan), and a receiver that
+ * is malloc'ed to exactly its size; run under ASan), the short paths
+ * (zl_ring_rx_peek_msg, zl_ring_rx_get) must refuse them and leave them to
+ * peek, and a receiver that
  * publishes an impossible read position must give -EPROTO from
  * zl_ring_tx_reserve.
  */
@@ -11,12 +13,15 @@
 #define SIZE 4096u
 #define MAXP zl_ring_max_payload(SIZE)
 
+static uint8_t peeked_type; /* of the last record peek accepted */
+
 static int peek(struct rpair *p)
 {
 	const void *rp;
 	uint32_t rl;
-	uint8_t ty;
+	uint8_t ty = 0;
 	int rc = zl_ring_rx_peek(&p->rx, &rp, &rl, &ty);
+	peeked_type = ty;
 	if (rc == 0)
 		rc = zl_ring_rx_verify(&p->rx);
 	if (rc == 0) {
@@ -24,6 +29,28 @@ static int peek(struct rpair *p)
 		CHECK(ty >= ZL_REC_MSG && ty <= ZL_REC_TYPE_MAX && ty != ZL_REC_PAD);
 	}
 	return rc;
+}
+
+/* After peek said rc: the short paths take the record only if peek took it
+ * and it is a whole message, and otherwise change nothing. */
+static void short_paths(struct rpair *p, int rc)
+{
+	static uint8_t out[SIZE];
+	const void *rp = NULL;
+	uint32_t n = 0, m = 0;
+	uint64_t rpos = p->rx.rpos, seq = p->rx.seq;
+	bool ok = rc == 0 && peeked_type == ZL_REC_MSG;
+	int a = zl_ring_rx_peek_msg(&p->rx, &rp, &n, 1, false);
+	CHECKF(ok ? a == 0 : a == -ENOMSG || a == -EAGAIN, "peek_msg = %d after peek = %d", a, rc);
+	CHECK(p->rx.rpos == rpos && p->rx.seq == seq);
+	if (a == 0)
+		CHECK((const uint8_t *)rp >= p->buf && (const uint8_t *)rp + n <= p->buf + SIZE);
+	int b = zl_ring_rx_get(&p->rx, out, SIZE, &m, 1, false);
+	CHECKF(ok ? b == 0 : b == -ENOMSG || b == -EAGAIN, "get = %d after peek = %d", b, rc);
+	if (b == 0)
+		CHECK(m == n && p->rx.seq == seq + 1);
+	else
+		CHECK(p->rx.rpos == rpos && p->rx.seq == seq);
 }
 
 /* Put the receiver at offset k (consuming hand-written records), then write
@@ -50,6 +77,7 @@ static void one(enum zl_ring_layout l, bool tag_last, uint32_t k, uint64_t lw, i
 	       want, zl_strerror(want));
 	/* asking again gives the same answer and does not move */
 	CHECK_RC(peek(&p), want);
+	short_paths(&p, want);
 	rp_free(&p);
 }
 
@@ -97,6 +125,7 @@ static void bad_footer(enum zl_ring_layout l)
 	hand_record(p.buf, SIZE, l, 0, len_word(16, ZL_REC_MSG), 0, p.key, NULL, 0);
 	put64(p.buf, 16 + 16, 12345);
 	CHECK_RC(peek(&p), -EPROTO);
+	short_paths(&p, -EPROTO);
 	rp_free(&p);
 }
 
@@ -141,6 +170,7 @@ static void sweep(enum zl_ring_layout l, bool tag_last)
 				}
 				int rc = peek(&p);
 				CHECK(rc == 0 || rc == -EAGAIN || rc == -EPROTO);
+				short_paths(&p, rc);
 				rp_free(&p);
 			}
 	}

@@ -359,6 +359,31 @@ static inline int zl_ring_tx_reserve(struct zl_ring_tx *tx, uint32_t len, uint8_
 	return 0;
 }
 
+/* Whether a record of rs bytes can go at off (the write position) now,
+ * without a PAD record or a new read position, and no reservation is open. */
+static inline bool zl_ring_tx_fits(const struct zl_ring_tx *tx, uint32_t rs, uint32_t off)
+{
+	return !tx->open && rs <= tx->size - off && rs <= zl_ring_room(tx);
+}
+
+/* zl_ring_tx_reserve of a whole message in one step, when it fits
+ * (zl_ring_tx_fits): 0, or -EAGAIN with nothing done, for
+ * zl_ring_tx_reserve to take over. len must be at most
+ * zl_ring_max_payload(size). */
+static inline int zl_ring_tx_reserve_msg(struct zl_ring_tx *tx, uint32_t len, void **payload)
+{
+	uint32_t rs = zl_ring_rec_bytes(tx->lines, len, ZL_REC_MSG);
+	uint32_t off = (uint32_t)(tx->wpos & tx->mask);
+	if (!zl_ring_tx_fits(tx, rs, off))
+		return -EAGAIN;
+	tx->open = true;
+	tx->res_off = off;
+	tx->res_len = len;
+	tx->res_type = ZL_REC_MSG;
+	*payload = tx->stage + off + ZL_REC_HDR;
+	return 0;
+}
+
 /*
  * The common send in one step: copy len bytes from p into a record of this
  * type when no reservation is open, the record fits before the ring end and
@@ -371,7 +396,7 @@ static inline int zl_ring_tx_put(struct zl_ring_tx *tx, const void *p, uint32_t 
 {
 	uint32_t rs = zl_ring_rec_bytes(tx->lines, len, type);
 	uint32_t off = (uint32_t)(tx->wpos & tx->mask);
-	if (tx->open || rs > tx->size - off || rs > zl_ring_room(tx))
+	if (!zl_ring_tx_fits(tx, rs, off))
 		return -EAGAIN;
 	if (len) /* p may be NULL then */
 		memcpy(tx->stage + off + ZL_REC_HDR, p, len);
@@ -552,23 +577,22 @@ static inline int zl_ring_rx_verify(struct zl_ring_rx *rx)
 }
 
 /*
- * The common receive in one step: poll for the next record up to polls
- * times (with PAUSE between polls if relax); if it is a whole message
- * (ZL_REC_MSG) of at most cap bytes and its footer checks, copy it to buf,
- * consume it and set *len.
- *   0        received
+ * Poll for the next record up to polls times (with PAUSE between polls if
+ * relax) until it is a whole message (ZL_REC_MSG) of at most cap bytes
+ * that is complete: then *off, *len and *rs (its offset, payload length
+ * and size) describe it and 0 is returned. Where the htag is not published
+ * last (RDMA in-order), the footer says that the record is complete and is
+ * read here; with tag_last the caller checks it (zl_ring_rx_msg_ok).
  *   -EAGAIN  no complete record yet
  *   -ENOMSG  a record (or a tail to skip) for peek, which also says what
- *            is wrong with a bad one: another type, larger than cap, or a
- *            bad footer. Nothing was consumed.
- * The checks are peek's, narrowed to what this path accepts. Where the
- * htag is not published last (RDMA in-order), the footer says that the
- * record is complete and is read before the payload.
+ *            is wrong with a bad one: another type, or larger than cap.
+ * The checks are peek's, narrowed to what the short paths accept.
  */
-static inline int zl_ring_rx_get(struct zl_ring_rx *rx, void *buf, uint32_t cap, uint32_t *len,
-				 uint32_t polls, bool relax)
+__attribute__((always_inline)) /* twice on the fast paths: GCC would not inline it */
+static inline int zl_ring_rx_poll_msg(struct zl_ring_rx *rx, uint32_t cap, uint32_t polls,
+				      bool relax, uint32_t *off_out, uint32_t *len, uint32_t *rs_out)
 {
-	uint32_t off = (uint32_t)(rx->rpos & rx->mask), rem = rx->size - off, n = 0, rs = 0;
+	uint32_t off = (uint32_t)(rx->rpos & rx->mask), rem = rx->size - off, n, rs;
 	if (rem < ZL_REC_OVERHEAD)
 		return -ENOMSG;
 	zl_ring_rx_expect(rx);
@@ -597,14 +621,65 @@ static inline int zl_ring_rx_get(struct zl_ring_rx *rx, void *buf, uint32_t cap,
 		if (!--polls) /* RDMA: the rest of the record is still landing */
 			return -EAGAIN;
 	}
+	*off_out = off;
+	*len = n;
+	*rs_out = rs;
+	return 0;
+}
+
+/* After zl_ring_rx_poll_msg: whether the footer of the record at off of
+ * rs bytes checks, where the htag is published last (tag_last; checked
+ * already otherwise). Called after reading the payload, whose last line
+ * holds the footer: the load then does not wait for a line of its own. */
+static inline bool zl_ring_rx_msg_ok(const struct zl_ring_rx *rx, uint32_t off, uint32_t rs)
+{
+	return !rx->tag_last || atomic_load_explicit(zl_ring_word(rx->buf, off + rs - 8),
+						     memory_order_acquire) == rx->ftag;
+}
+
+/*
+ * The common receive in one step: zl_ring_rx_poll_msg, then copy the
+ * message to buf, check its footer, consume it and set *len.
+ *   0        received
+ *   -EAGAIN  no complete record yet
+ *   -ENOMSG  as zl_ring_rx_poll_msg, or a bad footer. Nothing was consumed.
+ */
+static inline int zl_ring_rx_get(struct zl_ring_rx *rx, void *buf, uint32_t cap, uint32_t *len,
+				 uint32_t polls, bool relax)
+{
+	uint32_t off, n, rs;
+	int r = zl_ring_rx_poll_msg(rx, cap, polls, relax, &off, &n, &rs);
+	if (r)
+		return r;
 	if (n) { /* buf may be NULL then */
 		zl_ring_rx_prefetch(rx, off, rs);
 		memcpy(buf, rx->buf + off + ZL_REC_HDR, n);
 	}
-	if (rx->tag_last && atomic_load_explicit(zl_ring_word(rx->buf, off + rs - 8),
-						 memory_order_acquire) != rx->ftag)
+	if (!zl_ring_rx_msg_ok(rx, off, rs))
 		return -ENOMSG;
 	zl_ring_advance(rx, rs);
+	*len = n;
+	return 0;
+}
+
+/*
+ * The common peek in one step: zl_ring_rx_poll_msg, and the record's
+ * footer checked; it stays until zl_ring_rx_consume. Nothing is
+ * prefetched: the caller may read only part of it.
+ *   0, -EAGAIN, or -ENOMSG (as zl_ring_rx_get)
+ */
+static inline int zl_ring_rx_peek_msg(struct zl_ring_rx *rx, const void **payload,
+				      uint32_t *len, uint32_t polls, bool relax)
+{
+	uint32_t off, n, rs;
+	int r = zl_ring_rx_poll_msg(rx, UINT32_MAX, polls, relax, &off, &n, &rs);
+	if (r)
+		return r;
+	if (!zl_ring_rx_msg_ok(rx, off, rs))
+		return -ENOMSG;
+	rx->cur_off = off;
+	rx->cur_size = rs;
+	*payload = rx->buf + off + ZL_REC_HDR;
 	*len = n;
 	return 0;
 }

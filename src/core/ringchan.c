@@ -25,7 +25,7 @@
  * fragment, reservation or wait machinery (it cost a third of a 64-byte
  * round trip). Larger sends fill the header's line last (put). */
 #define SMALL_MSG (2 * ZL_CACHELINE)
-/* Polls zl_recv makes on that path before the wait policy starts (a few
+/* Polls zl_recv and zl_recv_peek make on their short paths before the wait policy starts (a few
  * microseconds at most, 8 times as many without PAUSE; not when spin_us is
  * below SMALL_SPIN_MIN_US). */
 #define SMALL_POLLS 128
@@ -479,6 +479,12 @@ static int rc_flush(zl_channel *ch, int64_t timeout_us)
 static int rc_reserve(zl_channel *ch, size_t len, void **ptr)
 {
 	struct zl_ringchan *rc = RC(ch);
+	/* the short path, as send_small's */
+	if (ZL_LIKELY(!rc->err && !rc->peer_closed && len <= rc->opts.max_msg &&
+		      len <= zl_ring_max_payload(rc->tx.size) &&
+		      !atomic_load_explicit(&rc->pend_active, memory_order_acquire) &&
+		      !zl_ring_tx_reserve_msg(&rc->tx, (uint32_t)len, ptr)))
+		return 0;
 	int r = send_check(rc);
 	if (r)
 		return r;
@@ -648,6 +654,14 @@ static inline int take_msg(struct zl_ringchan *rc, void *buf, const void *p, uin
 	return 0;
 }
 
+/* Polls the short receive paths make before the wait policy starts. */
+static inline uint32_t small_polls(const struct zl_ringchan *rc, int64_t timeout_us)
+{
+	if (!timeout_us || rc->opts.spin_us < SMALL_SPIN_MIN_US)
+		return 1;
+	return rc->link->poll_hard ? 8 * SMALL_POLLS : SMALL_POLLS;
+}
+
 /* The short receive path: a whole message that is there or arrives within
  * SMALL_POLLS polls (zl_ring_rx_get). 0 when received, -EAGAIN for the
  * general path, which looks at the same record again. */
@@ -657,10 +671,7 @@ static inline int recv_small(struct zl_ringchan *rc, void *buf, size_t cap, size
 	if (rc->err || rc->peeked || rc->asm_active || rc->peer_closed ||
 	    atomic_load_explicit(&rc->pend_active, memory_order_acquire))
 		return -EAGAIN;
-	bool hard = rc->link->poll_hard;
-	uint32_t polls = !timeout_us || rc->opts.spin_us < SMALL_SPIN_MIN_US ? 1
-			 : hard						  ? 8 * SMALL_POLLS
-									  : SMALL_POLLS;
+	uint32_t polls = small_polls(rc, timeout_us);
 	uint32_t c = cap > UINT32_MAX ? UINT32_MAX : (uint32_t)cap, n;
 	int r;
 	void (*progress)(struct zl_ringchan *) = rc->link->progress;
@@ -668,7 +679,8 @@ static inline int recv_small(struct zl_ringchan *rc, void *buf, size_t cap, size
 	do {
 		if (progress)
 			progress(rc);
-		r = zl_ring_rx_get(&rc->rx, buf, c, &n, progress ? 1 : polls, !hard);
+		r = zl_ring_rx_get(&rc->rx, buf, c, &n, progress ? 1 : polls,
+				   !rc->link->poll_hard);
 	} while (r == -EAGAIN && progress && --polls);
 	if (r)
 		return -EAGAIN;
@@ -746,9 +758,37 @@ static int rc_recv(zl_channel *ch, void *buf, size_t cap, size_t *len, int64_t t
 	return recv_general(rc, buf, cap, len, timeout_us);
 }
 
+/* The short peek path, as recv_small: a whole message that is there or
+ * arrives within a bounded number of polls. 0 when peeked, -EAGAIN for the
+ * general path, which looks at the same record again. */
+static inline int peek_small(struct zl_ringchan *rc, const void **ptr, size_t *len,
+			     int64_t timeout_us)
+{
+	if (rc->err || rc->peeked || rc->asm_active || rc->peer_closed ||
+	    atomic_load_explicit(&rc->pend_active, memory_order_acquire))
+		return -EAGAIN;
+	uint32_t polls = small_polls(rc, timeout_us), n;
+	void (*progress)(struct zl_ringchan *) = rc->link->progress;
+	int r;
+	do {
+		if (progress)
+			progress(rc);
+		r = zl_ring_rx_peek_msg(&rc->rx, ptr, &n, progress ? 1 : polls,
+					!rc->link->poll_hard);
+	} while (r == -EAGAIN && progress && --polls);
+	if (r)
+		return -EAGAIN;
+	rc->peeked = true;
+	rc->peek_len = n;
+	*len = n;
+	return 0;
+}
+
 static int rc_peek(zl_channel *ch, const void **ptr, size_t *len, int64_t timeout_us)
 {
 	struct zl_ringchan *rc = RC(ch);
+	if (ZL_LIKELY(!peek_small(rc, ptr, len, timeout_us)))
+		return 0;
 	int r = recv_check(rc);
 	if (r)
 		return r;
