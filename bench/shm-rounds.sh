@@ -14,6 +14,8 @@
 #                memcpy in and out, no library): what any copying channel
 #                needs here, for the 4096 B target in particular
 #   ucx 64/4096  ucx_perftest ucp_am_lat, UCX_TLS=posix (one-way x 2 = RTT)
+#   unread 4096  zl-bench pingpong --unread: the zero-copy API used as
+#                ucp_am_lat is, whose receiver never reads the payload
 #   tcp, raw     zl-bench pingpong tcp:// (blocking) and zl-bench rawtcp, 64 B
 # and the floor again after UCX. The summary gives, over the rounds, the
 # median of each round's ratio and how many rounds met each target. A round
@@ -51,25 +53,28 @@ ucx() { # size -> RTT median in us, or empty
 	return 0
 }
 
-echo "round,floor,shm64,shm4096,ucx64,ucx4096,tcp64,rawtcp64,spsc64,spsc4096,floor2,moved" > "$csv"
-printf "%5s %7s %7s %8s %7s %8s %7s %7s %7s %8s %7s   %s\n" round floor shm64 shm4096 ucx64 \
-	ucx4096 tcp64 raw64 spsc64 spsc4096 floor2 "(RTT medians, us)"
+echo "round,floor,shm64,shm4096,ucx64,ucx4096,tcp64,rawtcp64,spsc64,spsc4096,floor2,unread4096,moved" \
+	> "$csv"
+printf "%5s %7s %7s %8s %7s %8s %7s %7s %7s %8s %7s %8s   %s\n" round floor shm64 shm4096 ucx64 \
+	ucx4096 tcp64 raw64 spsc64 spsc4096 floor2 unrd4096 "(RTT medians, us)"
 for r in $(seq "$ROUNDS"); do
 	"$zb" floor --iters "$ITERS" --csv "$tmp/f.csv" > /dev/null
 	"$zb" pingpong --url "shm://rounds-$$-$r" --size 64,4096 --iters "$ITERS" \
 		--csv "$tmp/s.csv" > /dev/null
 	"$zb" spsc --size 64,4096 --iters "$ITERS" --csv "$tmp/c.csv" > /dev/null
+	"$zb" pingpong --unread --url "shm://rounds-u$$-$r" --size 4096 --iters "$ITERS" \
+		--csv "$tmp/u.csv" > /dev/null
 	u64=$(ucx 64) u4k=$(ucx 4096)
 	"$zb" floor --iters "$ITERS" --csv "$tmp/g.csv" > /dev/null
 	"$zb" pingpong --url tcp://127.0.0.1:0 --size 64 --iters 20000 --csv "$tmp/t.csv" > /dev/null
 	"$zb" rawtcp --size 64 --iters 20000 --csv "$tmp/r.csv" > /dev/null
 	row="$r,$(col "$tmp/f.csv" 8),$(col "$tmp/s.csv" 64),$(col "$tmp/s.csv" 4096),$u64,$u4k"
 	row="$row,$(col "$tmp/t.csv" 64),$(col "$tmp/r.csv" 64),$(col "$tmp/c.csv" 64)"
-	row="$row,$(col "$tmp/c.csv" 4096),$(col "$tmp/g.csv" 8)"
+	row="$row,$(col "$tmp/c.csv" 4096),$(col "$tmp/g.csv" 8),$(col "$tmp/u.csv" 4096)"
 	row="$row,$(echo "$row" | awk -F, '{ print ($11 / $2 > 1.15 || $2 / $11 > 1.15 || $3 < $2 || $9 < $2) }')"
 	echo "$row" >> "$csv"
-	echo "$row" | awk -F, '{ printf "%5s %7s %7s %8s %7s %8s %7s %7s %7s %8s %7s%s\n", $1, $2, $3,
-		$4, $5, $6, $7, $8, $9, $10, $11, $12 ? "  (moved)" : "" }'
+	echo "$row" | awk -F, '{ printf "%5s %7s %7s %8s %7s %8s %7s %7s %7s %8s %7s %8s%s\n", $1, $2,
+		$3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13 ? "  (moved)" : "" }'
 	rm -f "$tmp"/*.csv
 done
 
@@ -77,10 +82,12 @@ echo
 echo "Over $ROUNDS rounds: the median of each round's ratio, and the rounds meeting the target"
 awk -F, 'NR > 1 {
 	if ($8 > 0) { t++; r4[t] = $7 / $8; m4 += $7 / $8 <= 1.1 }
-	if ($12) { moved++; next }
+	if ($13) { moved++; next }
 	n++
 	r1[n] = $3 / $2; m1 += $3 / $2 <= 1.5
 	r3[n] = $4;      m3 += $4 <= 0.6
+	u4k[n] = $12;    mu += $12 <= 0.6
+	if ($6 > 0) { ku++; ru[ku] = $12 / $6 }
 	if ($5 > 0) { k++; r2[k] = $3 / $5; m2 += $3 / $5 <= 0.5 }
 	c64[n] = $3 / $9; c4k[n] = $4 / $10; s4k[n] = $10; b4k += $10 <= 0.6; f64[n] = $9 / $2
 }
@@ -100,6 +107,10 @@ END {
 	if (k) printf "  shm 64 B / UCX am_lat 64 B  %5.2f  (target <= 0.5: %d of %d rounds)\n", med(r2, k), m2, k
 	else print "  UCX: ucx_perftest not found (apt-get install ucx-utils)"
 	printf "  shm 4096 B                  %5.2f us (target <= 0.6 us: %d of %d rounds)\n", med(r3, n), m3, n
+	printf "  shm 4096 B zero-copy, payload unread (as UCX am_lat) %.2f us (<= 0.6 us: %d of %d)", \
+		med(u4k, n), mu, n
+	if (ku) printf "; / UCX am_lat 4096 B %.2f", med(ru, ku)
+	print ""
 	printf "  copying floor (spsc) 64 B / floor %.2f; 4096 B %.2f us (under 0.6 us: %d of %d rounds)\n",
 		med(f64, n), med(s4k, n), b4k, n
 	printf "  shm / spsc: 64 B %.2f, 4096 B %.2f  (what the library costs over copying)\n", med(c64, n), med(c4k, n)

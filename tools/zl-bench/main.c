@@ -28,10 +28,13 @@ static const char usage_text[] =
 	"      Default: 200000 round trips for floor/shm, 20000 for sockets; --iters sets\n"
 	"      both. --ucx adds ucx_perftest rows via bench/compare-ucx.sh.\n"
 	"  pingpong --url URL [--size S[,S...]] [--iters N] [--warmup W] [--csv FILE]\n"
-	"           [--zerocopy] [--server | --client]\n"
+	"           [--zerocopy | --unread] [--server | --client]\n"
 	"      one zipline URL. Forks its own echo server unless --server or --client\n"
 	"      is given (one side each, e.g. on two hosts). --zerocopy uses\n"
 	"      zl_send_reserve/commit and zl_recv_peek/release on both sides.\n"
+	"      --unread: zero-copy, and the echo server answers from its own buffer\n"
+	"      with only the bytes the client checks carried over, so the payload\n"
+	"      is not read (as ucx_perftest -t ucp_am_lat); give it to both sides.\n"
 	"      Default sizes 8,64,512,4096; iters 200000 for shm://, else 20000.\n"
 	"  floor    [--iters N] [--warmup W] [--csv FILE]\n"
 	"      the hardware limit: one 8-byte atomic in its own cache line bounced\n"
@@ -155,7 +158,7 @@ int parse_pin(const char *s, int *a, int *b)
 /* ---- options ---------------------------------------------------------- */
 
 enum {
-	O_URL = 1000, O_SIZE, O_ITERS, O_WARMUP, O_PIN, O_CSV, O_ZC, O_SERVER, O_CLIENT,
+	O_URL = 1000, O_SIZE, O_ITERS, O_WARMUP, O_PIN, O_CSV, O_ZC, O_UNREAD, O_SERVER, O_CLIENT,
 	O_SIZES, O_PNG, O_UCX, O_TIMER, O_TIMEOUT, O_SHM_ITERS, O_SOCK_ITERS, O_HELP,
 	O_IMPL, O_N, O_CLIENTS,
 };
@@ -172,6 +175,7 @@ static const struct option longopts[] = {
 	{"csv", required_argument, 0, O_CSV},
 	{"png", required_argument, 0, O_PNG},
 	{"zerocopy", no_argument, 0, O_ZC},
+	{"unread", no_argument, 0, O_UNREAD},
 	{"server", no_argument, 0, O_SERVER},
 	{"client", no_argument, 0, O_CLIENT},
 	{"ucx", no_argument, 0, O_UCX},
@@ -202,7 +206,7 @@ static int allowed(enum cmd c, int opt)
 		return 1;
 	case O_WARMUP:
 		return c != C_COMPARE;
-	case O_URL: case O_ZC: case O_SERVER: case O_CLIENT:
+	case O_URL: case O_ZC: case O_UNREAD: case O_SERVER: case O_CLIENT:
 		return c == C_PINGPONG;
 	case O_SIZE: case O_SIZES: /* synonyms */
 		return c != C_FLOOR;
@@ -241,7 +245,7 @@ int main(int argc, char **argv)
 	const char *url = NULL, *csv = NULL, *png = "zl-bench-compare.png", *sizes_arg = NULL;
 	const char *impl_arg = NULL, *n_arg = NULL, *clients_arg = NULL;
 	uint64_t iters = 0, warmup = UINT64_MAX, shm_iters = 0, sock_iters = 0, timeout_s = 10;
-	int pin_given = 0, cpu_a = 0, cpu_b = 1, zc = 0, ucx = 0;
+	int pin_given = 0, cpu_a = 0, cpu_b = 1, zc = 0, unread = 0, ucx = 0;
 	enum pp_mode mode = PP_BOTH;
 	enum timer_kind tk = TIMER_AUTO;
 
@@ -294,6 +298,7 @@ int main(int argc, char **argv)
 		case O_CLIENTS: clients_arg = optarg; break;
 		case O_PNG: png = optarg; break;
 		case O_ZC: zc = 1; break;
+		case O_UNREAD: zc = unread = 1; break;
 		case O_UCX: ucx = 1; break;
 		case O_SERVER:
 		case O_CLIENT:
@@ -395,6 +400,7 @@ int main(int argc, char **argv)
 			.cpu_client = cpu_a,
 			.cpu_server = cpu_b,
 			.zerocopy = zc,
+			.unread = unread,
 			.timeout_us = timeout_us,
 			.mode = mode,
 		};

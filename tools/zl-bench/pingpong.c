@@ -97,35 +97,53 @@ static int server_err(const char *what, int rc)
 	return 1;
 }
 
-/* Echo every message until the client closes. Returns 0 on a clean close. */
-static int echo_loop(zl_channel *ch, int zerocopy, int64_t to)
+/* The zero-copy answer to a peeked message of len bytes: written in place
+ * into our ring. Echoed whole, or with unread (as ucx_perftest's am_lat,
+ * whose receiver never touches the data) built from our own buffer with
+ * only the bytes the client checks (echo_ok) carried over, so that the
+ * rest of the message is never read. */
+static int answer_in_place(zl_channel *ch, const uint8_t *in, size_t len, const uint8_t *own,
+			   int unread, int64_t to)
 {
-	size_t cap = 64 * 1024, len;
-	char *buf = malloc(cap);
+	void *p;
+	int rc = reserve_bounded(ch, len, &p, to);
+	if (rc == -EMSGSIZE) /* larger than one record: echo by copy */
+		return zl_send(ch, in, len, to);
+	if (rc)
+		return rc;
+	uint8_t *out = p;
+	if (unread && len >= 8) {
+		memcpy(out, own, len);
+		memcpy(out, in, 8);
+		out[len / 2] = in[len / 2];
+		out[len - 1] = in[len - 1];
+	} else {
+		memcpy(out, in, len);
+	}
+	return zl_send_commit(ch, len);
+}
+
+/* Echo every message until the client closes. Returns 0 on a clean close. */
+static int echo_loop(zl_channel *ch, const struct pp_opts *o)
+{
+	/* also the unread answers' source: as large as any peeked message */
+	size_t cap = zl_max_inline(ch) > 65536 ? zl_max_inline(ch) : 65536, len;
+	char *buf = calloc(1, cap);
+	int64_t to = o->timeout_us;
 	int rc;
 	if (!buf)
 		return server_err("malloc", -ENOMEM);
 	for (;;) {
-		if (zerocopy) {
+		if (o->zerocopy) {
 			const void *in;
-			void *out;
 			rc = zl_recv_peek(ch, &in, &len, to);
 			if (rc == 0) {
-				rc = reserve_bounded(ch, len, &out, to);
-				if (rc == 0) {
-					memcpy(out, in, len);
-					rc = zl_send_commit(ch, len);
-				} else if (rc == -EMSGSIZE) {
-					/* larger than one record: echo by copy */
-					rc = zl_send(ch, in, len, to);
-				}
+				rc = answer_in_place(ch, in, len, (uint8_t *)buf, o->unread, to);
 				int rr = zl_recv_release(ch);
+				if (!rc)
+					rc = rr;
 				if (rc)
 					break;
-				if (rr) {
-					rc = rr;
-					break;
-				}
 				continue;
 			}
 			if (rc != -EMSGSIZE)
@@ -166,6 +184,15 @@ static void merge_query(const char *orig, const char *got, char *out, size_t cap
 		snprintf(out, cap, "%s", got);
 }
 
+static const char *data_path(const struct pp_opts *o)
+{
+	if (o->unread)
+		return "zero-copy (zl_send_reserve/commit, zl_recv_peek/release), payload unread: "
+		       "the server answers from its own buffer with the checked bytes carried over";
+	return o->zerocopy ? "zero-copy (zl_send_reserve/commit, zl_recv_peek/release)"
+			   : "copy (zl_send / zl_recv)";
+}
+
 /* The server side. notify_fd >= 0: we are the forked child; report
  * "OK <url>" or "ERR <text>" there once listening. */
 static int server_main(const struct pp_opts *o, int notify_fd)
@@ -192,9 +219,9 @@ static int server_main(const struct pp_opts *o, int notify_fd)
 		dprintf(notify_fd, "OK %s\n", url);
 		close(notify_fd);
 	} else {
-		printf("zl-bench server: listening on %s (%s data path), waiting up to %.0f s for a "
+		printf("zl-bench server: listening on %s (data path: %s), waiting up to %.0f s for a "
 		       "client\n",
-		       url, o->zerocopy ? "zero-copy" : "copy", (double)o->timeout_us / 1e6);
+		       url, data_path(o), (double)o->timeout_us / 1e6);
 		fflush(stdout);
 	}
 	zl_channel *ch;
@@ -202,7 +229,7 @@ static int server_main(const struct pp_opts *o, int notify_fd)
 	zl_listener_close(l);
 	if (rc)
 		return server_err("zl_accept", rc);
-	rc = echo_loop(ch, o->zerocopy, o->timeout_us);
+	rc = echo_loop(ch, o);
 	zl_close(ch);
 	if (notify_fd < 0 && !rc)
 		printf("zl-bench server: client closed the channel; done\n");
@@ -259,40 +286,50 @@ static int run_copy(zl_channel *ch, size_t size, uint8_t *const tx[2], uint8_t *
 	return 0;
 }
 
-static int run_zerocopy(zl_channel *ch, size_t size, uint8_t *tx, uint64_t n, uint64_t *samples,
-			uint64_t *ctr, int64_t to, const char **what)
+/* Check a peeked echo in place, then release it. */
+static int check_release(zl_channel *ch, const void *in, size_t len, const uint8_t *t,
+			 size_t size, const char **what)
 {
-	size_t len;
+	if (!echo_ok(in, len, t, size)) {
+		report_mismatch(in, len, t, size);
+		return 1;
+	}
+	int rc = zl_recv_release(ch);
+	if (rc)
+		*what = "zl_recv_release";
+	return rc;
+}
+
+/* As run_copy with zl_send_reserve/commit and zl_recv_peek/release: each
+ * echo is held (peeked) until the next message has been committed, then
+ * checked in place and released while that message travels. */
+static int run_zerocopy(zl_channel *ch, size_t size, uint8_t *const tx[2], uint64_t n,
+			uint64_t *samples, uint64_t *ctr, int64_t to, const char **what)
+{
+	const void *in = NULL;
+	size_t len = 0;
 	int rc;
 	uint64_t prev = timer_now();
 	for (uint64_t i = 0; i < n; i++) {
+		uint8_t *t = tx[i & 1];
 		void *out;
-		const void *in;
-		stamp(tx, size, (*ctr)++);
+		stamp(t, size, (*ctr)++);
 		rc = reserve_bounded(ch, size, &out, to);
 		if (rc) {
 			*what = "zl_send_reserve";
 			return rc;
 		}
-		memcpy(out, tx, size); /* "produce" the message in place */
+		memcpy(out, t, size); /* "produce" the message in place */
 		rc = zl_send_commit(ch, size);
 		if (rc) {
 			*what = "zl_send_commit";
 			return rc;
 		}
+		if (i && (rc = check_release(ch, in, len, tx[(i - 1) & 1], size, what)))
+			return rc;
 		rc = zl_recv_peek(ch, &in, &len, to);
 		if (rc) {
 			*what = "zl_recv_peek";
-			return rc;
-		}
-		int ok = echo_ok(in, len, tx, size);
-		if (!ok)
-			report_mismatch(in, len, tx, size);
-		rc = zl_recv_release(ch);
-		if (!ok)
-			return 1;
-		if (rc) {
-			*what = "zl_recv_release";
 			return rc;
 		}
 		uint64_t now = timer_now();
@@ -300,7 +337,7 @@ static int run_zerocopy(zl_channel *ch, size_t size, uint8_t *tx, uint64_t n, ui
 			samples[i] = now - prev;
 		prev = now;
 	}
-	return 0;
+	return n ? check_release(ch, in, len, tx[(n - 1) & 1], size, what) : 0;
 }
 
 static void print_header(const struct pp_opts *o, const char *url);
@@ -351,13 +388,13 @@ static int client_main(const struct pp_opts *o, const char *url, pid_t server,
 		uint8_t *const txs[2] = {tx, tx + maxsz};
 		fill_template(txs[0], size);
 		fill_template(txs[1], size);
-		rc = zc ? run_zerocopy(ch, size, tx, o->warmup, NULL, &ctr, o->timeout_us, &what)
+		rc = zc ? run_zerocopy(ch, size, txs, o->warmup, NULL, &ctr, o->timeout_us, &what)
 			: run_copy(ch, size, txs, rx, o->warmup, NULL, &ctr, o->timeout_us, &what);
 		struct load_snap l0, l1;
 		load_snap(&l0, pids, npids);
 		uint64_t t0 = mono_ns();
 		if (!rc)
-			rc = zc ? run_zerocopy(ch, size, tx, o->iters, samples, &ctr, o->timeout_us,
+			rc = zc ? run_zerocopy(ch, size, txs, o->iters, samples, &ctr, o->timeout_us,
 					       &what)
 				: run_copy(ch, size, txs, rx, o->iters, samples, &ctr, o->timeout_us,
 					   &what);
@@ -389,9 +426,7 @@ static void print_header(const struct pp_opts *o, const char *url)
 	       o->url);
 	if (strcmp(url, o->url))
 		printf(" (connecting to %s)", url);
-	printf("\ndata path: %s\n",
-	       o->zerocopy ? "zero-copy (zl_send_reserve/commit, zl_recv_peek/release)"
-			   : "copy (zl_send / zl_recv)");
+	printf("\ndata path: %s\n", data_path(o));
 	printf("RTT (round trip), microseconds: %llu timed round trips per size after %llu "
 	       "warm-up; every echo checked, while the next message travels\n",
 	       (unsigned long long)o->iters, (unsigned long long)o->warmup);

@@ -127,6 +127,7 @@ struct pp_opts {
 	uint64_t iters, warmup;
 	int cpu_client, cpu_server;
 	int zerocopy;
+	int unread; /* zero-copy, and the echo server does not read the payload */
 	int64_t timeout_us;
 	enum pp_mode mode;
 	int quiet_header; /* compare prints its own headers */
