@@ -234,6 +234,49 @@ static inline void zl_ring_rx_set_lines(struct zl_ring_rx *rx, bool lines) { rx-
 
 /* ---- the operations: inline, for the hot path (as DPDK's rte_ring.h) ---- */
 
+/* Copy n bytes between a ring and a buffer. Up to 128 bytes this takes a
+ * few fixed-size moves, which may overlap, without a call or a loop: the
+ * call into the C library's memcpy cost about 3% of a 64-byte round trip. */
+static inline void zl_ring_copy(void *dst, const void *src, uint32_t n)
+{
+#if defined(__SSE2__)
+	char *d = dst;
+	const char *s = src;
+	if (n >= 16 && n <= 128) {
+		__m128i a = _mm_loadu_si128((const __m128i *)s);
+		__m128i b = _mm_loadu_si128((const __m128i *)(s + n - 16));
+		if (n > 32) {
+			__m128i c = _mm_loadu_si128((const __m128i *)(s + 16));
+			__m128i e = _mm_loadu_si128((const __m128i *)(s + n - 32));
+			if (n > 64) {
+				__m128i f = _mm_loadu_si128((const __m128i *)(s + 32));
+				__m128i g = _mm_loadu_si128((const __m128i *)(s + 48));
+				__m128i h = _mm_loadu_si128((const __m128i *)(s + n - 64));
+				__m128i i = _mm_loadu_si128((const __m128i *)(s + n - 48));
+				_mm_storeu_si128((__m128i *)(d + 32), f);
+				_mm_storeu_si128((__m128i *)(d + 48), g);
+				_mm_storeu_si128((__m128i *)(d + n - 64), h);
+				_mm_storeu_si128((__m128i *)(d + n - 48), i);
+			}
+			_mm_storeu_si128((__m128i *)(d + 16), c);
+			_mm_storeu_si128((__m128i *)(d + n - 32), e);
+		}
+		_mm_storeu_si128((__m128i *)d, a);
+		_mm_storeu_si128((__m128i *)(d + n - 16), b);
+		return;
+	}
+	if (n >= 8 && n < 16) {
+		uint64_t a, b;
+		memcpy(&a, s, 8);
+		memcpy(&b, s + n - 8, 8);
+		memcpy(d, &a, 8);
+		memcpy(d + n - 8, &b, 8);
+		return;
+	}
+#endif
+	memcpy(dst, src, n);
+}
+
 static inline _Atomic uint64_t *zl_ring_word(const uint8_t *base, uint32_t off)
 {
 	return (_Atomic uint64_t *)(uintptr_t)(base + off);
@@ -399,7 +442,7 @@ static inline int zl_ring_tx_put(struct zl_ring_tx *tx, const void *p, uint32_t 
 	if (!zl_ring_tx_fits(tx, rs, off))
 		return -EAGAIN;
 	if (len) /* p may be NULL then */
-		memcpy(tx->stage + off + ZL_REC_HDR, p, len);
+		zl_ring_copy(tx->stage + off + ZL_REC_HDR, p, len);
 	return zl_ring_write_record(tx, off, len, type, rs);
 }
 
@@ -658,7 +701,7 @@ static inline int zl_ring_rx_get(struct zl_ring_rx *rx, void *buf, uint32_t cap,
 		return r;
 	if (n) { /* buf may be NULL then */
 		zl_ring_rx_prefetch(rx, off, rs);
-		memcpy(buf, rx->buf + off + ZL_REC_HDR, n);
+		zl_ring_copy(buf, rx->buf + off + ZL_REC_HDR, n);
 	}
 	if (!zl_ring_rx_msg_ok(rx, off, rs))
 		return -ENOMSG;
