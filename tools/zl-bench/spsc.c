@@ -6,7 +6,7 @@
  * payload plus an 8-byte sequence footer, rounded up to 64 bytes. The writer
  * copies the payload in and release-stores the footer; the reader spins on
  * the footer (acquire) and copies the payload out, fetching its first line
- * early (see get). It skips everything a real channel needs
+ * early (see spsc_get in spsc.h). It skips everything a real channel needs
  * (variable sizes, lazy read positions, wakeups, peer checks), so "zipline
  * shm / spsc" is what the library costs over copying.
  */
@@ -21,38 +21,7 @@
 
 #include "zl-bench.h"
 
-#define SLOTS 256
-
-struct ring {
-	uint8_t *base;
-	size_t slot; /* bytes per slot, a multiple of 64 */
-};
-
-static inline _Atomic uint64_t *footer(const struct ring *r, uint64_t seq)
-{
-	return (_Atomic uint64_t *)(r->base + (seq % SLOTS) * r->slot + r->slot - 8);
-}
-
-static void put(const struct ring *r, uint64_t seq, const void *p, size_t n)
-{
-	memcpy(r->base + (seq % SLOTS) * r->slot, p, n);
-	atomic_store_explicit(footer(r, seq), seq + 1, memory_order_release);
-}
-
-/* 0, or -1 after a second without the message. With two-line slots the
- * reader also loads the first line while it spins on the footer, as
- * zipline's receiver loads a record's second line, so that both lines cross
- * in one round of misses (64 B: 0.17-0.18 against 0.19-0.21 us here). With
- * longer slots it does not: the writer is still filling that line, and at
- * 4 KiB the load cost 5-10%, as did prefetching the whole slot. */
-static int get(const struct ring *r, uint64_t seq, void *p, size_t n)
-{
-	const uint8_t *s = r->base + (seq % SLOTS) * r->slot;
-	if (spin_until_touch(footer(r, seq), seq + 1, r->slot == 128 ? s : NULL))
-		return -1;
-	memcpy(p, s, n);
-	return 0;
-}
+#include "spsc.h"
 
 struct spsc_args {
 	struct ring ping, pong;
@@ -70,11 +39,11 @@ static int spsc_child(void *arg, int wfd)
 	dprintf(wfd, "OK\n");
 	close(wfd);
 	for (uint64_t i = 0; i < a->total; i++) {
-		if (get(&a->ping, i, buf, a->size)) {
+		if (spsc_get(&a->ping, i, buf, a->size)) {
 			fprintf(stderr, "zl-bench spsc: no ping for 1 s; giving up\n");
 			return 1;
 		}
-		put(&a->pong, i, buf, a->size);
+		spsc_put(&a->pong, i, buf, a->size);
 	}
 	free(buf);
 	return 0;
@@ -112,8 +81,8 @@ int spsc_run(size_t size, uint64_t iters, uint64_t warmup, int cpu_a, int cpu_b,
 			t0 = mono_ns();
 			prev = timer_now();
 		}
-		put(&a.ping, i, buf, size);
-		if (get(&a.pong, i, buf, size)) {
+		spsc_put(&a.ping, i, buf, size);
+		if (spsc_get(&a.pong, i, buf, size)) {
 			fprintf(stderr, "zl-bench spsc: no answer for 1 s; giving up\n");
 			kill_child(pid);
 			goto out;

@@ -143,6 +143,11 @@ int rawtcp_run(const struct pp_opts *o, const struct sink *sink, struct result *
 int floor_run(uint64_t iters, uint64_t warmup, int cpu_a, int cpu_b, int quiet_header,
 	      const struct sink *sink, struct result *res);
 
+/* Methods in interleaved blocks (blocks.c): the header once, then a run per size. */
+void blocks_header(uint64_t iters, uint64_t nblocks, int cpu_a, int cpu_b);
+int blocks_run(size_t size, uint64_t iters, uint64_t nblocks, int cpu_a, int cpu_b,
+	       const struct sink *sink);
+
 /* The copying floor (spsc.c): a bare fixed-slot ring at one size. */
 int spsc_run(size_t size, uint64_t iters, uint64_t warmup, int cpu_a, int cpu_b,
 	     const struct sink *sink, struct result *res);
