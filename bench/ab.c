@@ -93,6 +93,16 @@ static uint64_t now_ns(void)
 static int zerocopy;
 static uint8_t msg[1 << 16], buf[1 << 16];
 
+/* zl_send_reserve, retried for up to TMO_US; the clock only once it fails. */
+static int reserve(const struct lib *l, zl_channel *ch, size_t len, void **p)
+{
+	int r = l->reserve(ch, len, p);
+	for (uint64_t t0 = now_ns(); r == -EAGAIN; r = l->reserve(ch, len, p))
+		if (now_ns() - t0 > TMO_US * 1000ull)
+			return -ETIMEDOUT;
+	return r;
+}
+
 /* One echo: 0, or a negative zipline error. */
 static int echo(const struct lib *l, zl_channel *ch)
 {
@@ -106,11 +116,7 @@ static int echo(const struct lib *l, zl_channel *ch)
 	int r = l->peek(ch, &in, &len, TMO_US);
 	if (r)
 		return r;
-	uint64_t t0 = now_ns();
-	while ((r = l->reserve(ch, len, &out)) == -EAGAIN)
-		if (now_ns() - t0 > TMO_US * 1000ull)
-			return -ETIMEDOUT;
-	if (r)
+	if ((r = reserve(l, ch, len, &out)))
 		return r;
 	memcpy(out, in, len);
 	r = l->commit(ch, len);
@@ -132,11 +138,7 @@ static int ping(const struct lib *l, zl_channel *ch, size_t size, uint64_t ctr)
 	}
 	const void *in;
 	void *out;
-	uint64_t t0 = now_ns();
-	while ((r = l->reserve(ch, size, &out)) == -EAGAIN)
-		if (now_ns() - t0 > TMO_US * 1000ull)
-			return -ETIMEDOUT;
-	if (r)
+	if ((r = reserve(l, ch, size, &out)))
 		return r;
 	memcpy(out, msg, size);
 	if ((r = l->commit(ch, size)) || (r = l->peek(ch, &in, &len, TMO_US)))

@@ -52,16 +52,6 @@ struct blk {
 /* Method of slot j in block round b: the order rotates. */
 static int method_at(uint64_t b, int j) { return (int)((b + (uint64_t)j) % M_N); }
 
-static int zc_reserve(zl_channel *ch, size_t len, void **p)
-{
-	uint64_t t0 = mono_ns();
-	int r;
-	while ((r = zl_send_reserve(ch, len, p)) == -EAGAIN)
-		if (mono_ns() - t0 > TMO_US * 1000ull)
-			return -ETIMEDOUT;
-	return r;
-}
-
 /* The server's half of one round trip. 0 or nonzero. */
 static int pong(struct blk *s, int m)
 {
@@ -86,7 +76,7 @@ static int pong(struct blk *s, int m)
 		const void *in;
 		void *out;
 		int r = zl_recv_peek(s->ch, &in, &len, TMO_US);
-		if (r || (r = zc_reserve(s->ch, len, &out)))
+		if (r || (r = reserve_bounded(s->ch, len, &out, TMO_US)))
 			return r;
 		memcpy(out, in, len);
 		if ((r = zl_send_commit(s->ch, len)))
@@ -121,7 +111,7 @@ static int ping(struct blk *s, int m)
 	default: {
 		const void *in;
 		void *out;
-		if ((r = zc_reserve(s->ch, s->size, &out)))
+		if ((r = reserve_bounded(s->ch, s->size, &out, TMO_US)))
 			return r;
 		memcpy(out, s->msg, s->size);
 		if ((r = zl_send_commit(s->ch, s->size)) ||

@@ -68,27 +68,6 @@ static void report_mismatch(const uint8_t *rx, size_t len, const uint8_t *tx, si
 		rx[0], tx[0], rx[size - 1], tx[size - 1]);
 }
 
-/* ---- bounded zero-copy reservation ------------------------------------ */
-
-/* zl_send_reserve never waits; wait for room with a bound. The deadline is
- * only computed once room is short, to keep the clock out of the fast path. */
-static int reserve_bounded(zl_channel *ch, size_t len, void **p, int64_t timeout_us)
-{
-	uint64_t deadline = 0;
-	for (;;) {
-		int rc = zl_send_reserve(ch, len, p);
-		if (rc != -EAGAIN)
-			return rc;
-		if (!deadline)
-			deadline = mono_ns() + (uint64_t)timeout_us * 1000;
-		else if (mono_ns() > deadline)
-			return -ETIMEDOUT;
-		rc = zl_wait_writable(ch, len, timeout_us);
-		if (rc)
-			return rc;
-	}
-}
-
 /* ---- echo server ------------------------------------------------------ */
 
 static int server_err(const char *what, int rc)

@@ -16,6 +16,7 @@
 
 #include <stdatomic.h>
 
+#include "zipline.h"
 #include "zl-bench.h"
 
 /* The CPUs we were started on. Remembered on first use (main() asks
@@ -246,4 +247,25 @@ int spin_until_touch(_Atomic uint64_t *v, uint64_t want, const void *touch)
 		}
 	}
 	return 0;
+}
+
+/* ---- bounded zero-copy reservation ------------------------------------ */
+
+/* zl_send_reserve never waits; wait for room with a bound. The deadline is
+ * only computed once room is short, to keep the clock out of the fast path. */
+int reserve_bounded(zl_channel *ch, size_t len, void **p, int64_t timeout_us)
+{
+	uint64_t deadline = 0;
+	for (;;) {
+		int rc = zl_send_reserve(ch, len, p);
+		if (rc != -EAGAIN)
+			return rc;
+		if (!deadline)
+			deadline = mono_ns() + (uint64_t)timeout_us * 1000;
+		else if (mono_ns() > deadline)
+			return -ETIMEDOUT;
+		rc = zl_wait_writable(ch, len, timeout_us);
+		if (rc)
+			return rc;
+	}
 }

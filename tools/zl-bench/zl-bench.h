@@ -10,6 +10,7 @@
 #include <sys/types.h>
 
 #include "timer.h"
+#include "zipline.h"
 /* the library's spin primitives (zl_cpu_relax, zl_touch_line): the
  * baselines spin as zipline does */
 #include "../../src/core/clock.h"
@@ -109,6 +110,10 @@ int reap_child(pid_t pid, int timeout_ms);
 void kill_child(pid_t pid);
 /* Say how a child ended if that was not a clean exit 0. */
 void explain_status(const char *who, int st);
+
+/* zl_send_reserve, waiting (zl_wait_writable) up to timeout_us for room;
+ * the clock is read only once room is short. */
+int reserve_bounded(zl_channel *ch, size_t len, void **p, int64_t timeout_us);
 
 /* ---- argument parsing helpers (main.c) --------------------------------- */
 
