@@ -223,15 +223,23 @@ static void report(struct blk *s, uint64_t *samples[M_N], double *bmean[M_N],
 		one.transport = mname[m];
 		report_csv_row(&one, &res[m]);
 	}
-	printf("against the floor: ratio of the medians, and the median over %llu block rounds "
-	       "of block mean / floor block mean [95%% CI]\n",
+	/* stats_compute sorted the samples */
+	double gm[M_N], us = timer_ns_per_tick() / 1000.0;
+	for (int m = 0; m < M_N; m++)
+		gm[m] = stats_median_grouped(samples[m], n) * us;
+	printf("against the floor: ratio of the medians (and of the medians as grouped data, "
+	       "finer than the timer's step), and the median over %llu block rounds of block "
+	       "mean / floor block mean [95%% CI]\n",
 	       (unsigned long long)s->rounds);
+	printf("  floor   median %.4f us, as grouped data %.4f us\n", res[M_FLOOR].median_us,
+	       gm[M_FLOOR]);
 	double *q = malloc(s->rounds * sizeof(*q));
 	for (int m = 1; q && m < M_N; m++) {
 		uint64_t nq = ratios(s, bmean, m, 0, INFINITY, q);
 		double lo, hi, med = median_ci(q, nq, &lo, &hi);
-		printf("  %-7s %5.2f   %5.2f [%.2f-%.2f]\n", mname[m],
-		       res[m].median_us / res[M_FLOOR].median_us, med, lo, hi);
+		printf("  %-7s %5.2f (%.3f; %.4f us)   %5.2f [%.2f-%.2f]\n", mname[m],
+		       res[m].median_us / res[M_FLOOR].median_us, gm[m] / gm[M_FLOOR], gm[m], med,
+		       lo, hi);
 	}
 	/* The ratios differ between the host's placements of the two vCPUs
 	 * (same core's siblings, same cache complex, another one), which the

@@ -38,3 +38,23 @@ void stats_compute(uint64_t *ticks, uint64_t n, uint64_t elapsed_ns, struct resu
 	r->rt_per_s = elapsed_ns ? (double)n * 1e9 / (double)elapsed_ns : 0.0;
 	r->valid = 1;
 }
+
+double stats_median_grouped(const uint64_t *v, uint64_t n)
+{
+	if (!n)
+		return 0;
+	/* the timer's step: the smallest gap between distinct values */
+	uint64_t q = 0;
+	for (uint64_t i = 1; i < n; i++)
+		if (v[i] != v[i - 1] && (!q || v[i] - v[i - 1] < q))
+			q = v[i] - v[i - 1];
+	uint64_t m = stats_rank(v, n, 50.0), below = 0, at = 0;
+	for (uint64_t i = 0; i < n; i++) {
+		below += v[i] < m;
+		at += v[i] == m;
+	}
+	if (q <= 1 || !at)
+		return (double)m;
+	/* the samples read m spread evenly over [m - q/2, m + q/2) */
+	return (double)m - (double)q / 2 + (double)q * ((double)n / 2 - (double)below) / (double)at;
+}

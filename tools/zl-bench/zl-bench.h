@@ -42,6 +42,10 @@ void stats_compute(uint64_t *ticks, uint64_t n, uint64_t elapsed_ns, struct resu
 
 /* Value at nearest rank p (0 < p <= 100) of sorted v[0..n). */
 uint64_t stats_rank(const uint64_t *v, uint64_t n, double p);
+/* The median of sorted v[0..n) as of grouped data: where the timer counts in
+ * steps (this VM's TSC: 10 ns), the samples at the median's step are taken
+ * as spread evenly over it. Finer than the step, for ratios of medians. */
+double stats_median_grouped(const uint64_t *v, uint64_t n);
 
 void report_columns(void);                 /* the column header line */
 /* The timer and CPU placement lines (both: whether this process runs both
