@@ -17,18 +17,23 @@
 #   unread 4096  zl-bench pingpong --unread: the zero-copy API used as
 #                ucp_am_lat is, whose receiver never reads the payload
 #   tcp, raw     zl-bench pingpong tcp:// (blocking) and zl-bench rawtcp, 64 B
-# and the floor again after UCX. The summary gives, over the rounds, the
-# median of each round's ratio and how many rounds met each target. A round
-# changed speed in the middle when its two floors differ by more than 15%,
+# and the floor again right after the 64 B figures (shm, spsc, UCX). The
+# summary gives, over the rounds, the median of each round's ratio and how
+# many rounds met each target. A round changed speed in the middle when its
+# two floors differ by more than 15%,
 # or when shm or spsc at 64 B came in under the floor (which no channel can
 # beat): it is left out of every ratio but tcp's (still printed as moved,
-# and in the CSV). All figures are round trips (RTT).
+# and in the CSV). Rounds are short (20000 round trips per figure by
+# default), so that most fit between two changes of speed. At the end,
+# `zl-bench blocks` measures the floor targets once more the robust way:
+# floor, copying ring and shm in one run, in interleaved blocks (see
+# tools/zl-bench/blocks.c). All figures are round trips (RTT).
 # Writes BUILD_DIR/shm-rounds.csv. UCX columns are empty without ucx_perftest.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 B=$(cd "${1:-$here/../build}" && pwd)
-ROUNDS=${2:-10}
-ITERS=${3:-200000}
+ROUNDS=${2:-30}
+ITERS=${3:-20000}
 zb=$B/tools/zl-bench
 csv=$B/shm-rounds.csv
 tmp=$(mktemp -d)
@@ -58,14 +63,19 @@ echo "round,floor,shm64,shm4096,ucx64,ucx4096,tcp64,rawtcp64,spsc64,spsc4096,flo
 printf "%5s %7s %7s %8s %7s %8s %7s %7s %7s %8s %7s %8s   %s\n" round floor shm64 shm4096 ucx64 \
 	ucx4096 tcp64 raw64 spsc64 spsc4096 floor2 unrd4096 "(RTT medians, us)"
 for r in $(seq "$ROUNDS"); do
+	# the 64 B figures between the two floors, as close together as they go
 	"$zb" floor --iters "$ITERS" --csv "$tmp/f.csv" > /dev/null
-	"$zb" pingpong --url "shm://rounds-$$-$r" --size 64,4096 --iters "$ITERS" \
+	"$zb" pingpong --url "shm://rounds-$$-$r" --size 64 --iters "$ITERS" \
 		--csv "$tmp/s.csv" > /dev/null
-	"$zb" spsc --size 64,4096 --iters "$ITERS" --csv "$tmp/c.csv" > /dev/null
+	"$zb" spsc --size 64 --iters "$ITERS" --csv "$tmp/c.csv" > /dev/null
+	u64=$(ucx 64)
+	"$zb" floor --iters "$ITERS" --csv "$tmp/g.csv" > /dev/null
+	"$zb" pingpong --url "shm://rounds-b$$-$r" --size 4096 --iters "$ITERS" \
+		--csv "$tmp/s.csv" > /dev/null
+	"$zb" spsc --size 4096 --iters "$ITERS" --csv "$tmp/c.csv" > /dev/null
 	"$zb" pingpong --unread --url "shm://rounds-u$$-$r" --size 4096 --iters "$ITERS" \
 		--csv "$tmp/u.csv" > /dev/null
-	u64=$(ucx 64) u4k=$(ucx 4096)
-	"$zb" floor --iters "$ITERS" --csv "$tmp/g.csv" > /dev/null
+	u4k=$(ucx 4096)
 	"$zb" pingpong --url tcp://127.0.0.1:0 --size 64 --iters 20000 --csv "$tmp/t.csv" > /dev/null
 	"$zb" rawtcp --size 64 --iters 20000 --csv "$tmp/r.csv" > /dev/null
 	row="$r,$(col "$tmp/f.csv" 8),$(col "$tmp/s.csv" 64),$(col "$tmp/s.csv" 4096),$u64,$u4k"
@@ -116,3 +126,6 @@ END {
 	printf "  shm / spsc: 64 B %.2f, 4096 B %.2f  (what the library costs over copying)\n", med(c64, n), med(c4k, n)
 }' "$csv"
 echo "CSV: $csv"
+echo
+echo "zl-bench blocks: floor, spsc and shm interleaved in one run"
+"$zb" blocks --size 64,4096 --iters $((ITERS * 10)) --blocks 400 | sed -n '/^[0-9]* B:/,$p' 
