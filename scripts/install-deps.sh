@@ -22,6 +22,8 @@ PKGS=(
 	groff-base
 	# benchmarks: plots and the systems zl-bench compares against
 	gnuplot-nox ucx-utils sockperf redis-server memcached
+	# UCX as a method of `zl-bench blocks`, in the same run as zipline
+	libucx-dev
 )
 
 check_only=0

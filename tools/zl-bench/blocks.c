@@ -1,17 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * zl-bench blocks: the floor, the copying floor and zipline shm:// side by
- * side in ONE run, in interleaved blocks.
+ * zl-bench blocks: the floor, the copying floor, zipline shm:// and UCX
+ * side by side in ONE run, in interleaved blocks.
  *
  * A shared VM's host moves its vCPUs around: the floor reads 0.07, 0.13 or
  * 0.27 us from one second to the next, so a ratio of two separate runs is
  * often a ratio of two machines. Here one client and one echo server run
  * every method: blocks of K round trips of floor, spsc, shm (zl_send /
- * zl_recv) and shm-zc (reserve/commit, peek/release), in an order that
- * rotates from block round to block round. A change of speed then hits all
- * methods alike. Reported per method: median, p99, p99.9 and max of all its
- * round trips; per method against the floor: the ratio of the medians, and
- * the median over block rounds of (block mean / floor block mean) with a
+ * zl_recv), shm-zc (reserve/commit, peek/release) and, where built with
+ * UCX, ucx (ucx.c), in an order that rotates from block round to block
+ * round. A change of speed then hits all methods alike. Reported per
+ * method: median, p99, p99.9 and max of all its round trips; per method
+ * against the floor (and shm against UCX): the ratio of the medians, and
+ * the median over block rounds of the ratio of block means with a
  * distribution-free 95% confidence interval. All times are RTT.
  */
 #ifndef _GNU_SOURCE
@@ -25,15 +26,17 @@
 #include <unistd.h>
 
 #include "spsc.h"
+#include "ucx.h"
 #include "zipline.h"
 
-enum { M_FLOOR, M_SPSC, M_SHM, M_ZC, M_N };
-static const char *const mname[M_N] = { "floor", "spsc", "shm", "shm-zc" };
+enum { M_FLOOR, M_SPSC, M_SHM, M_ZC, M_UCX, M_N };
+static const char *const mname[M_N] = { "floor", "spsc", "shm", "shm-zc", "ucx" };
 static const char *const mdesc[M_N] = {
 	"one 8-byte atomic in its own cache line (size ignored)",
 	"the copying floor: a bare fixed-slot ring, no library",
 	"zipline shm://, zl_send / zl_recv",
 	"zipline shm://, zl_send_reserve/commit, zl_recv_peek/release",
+	"UCX active messages over UCX_TLS=posix, as ucx_perftest -t ucp_am_lat (if built with UCX)",
 };
 #define TMO_US 1000000 /* per call: a stuck peer ends the run, never hangs it */
 
@@ -43,6 +46,9 @@ struct blk {
 	_Atomic uint64_t *line;  /* floor: alone in its page */
 	struct ring ping, pong;  /* spsc */
 	zl_channel *ch;          /* shm, shm-zc */
+	struct ucx_xchg *x;      /* ucx: the two worker addresses */
+	struct zlb_ucx *ucx;
+	int act[M_N], nm;        /* the methods this run has */
 	uint8_t *msg, *buf;
 	uint64_t seq[M_N];       /* round trips so far, per method, on each side */
 	int cpu;                 /* the server's */
@@ -50,7 +56,19 @@ struct blk {
 };
 
 /* Method of slot j in block round b: the order rotates. */
-static int method_at(uint64_t b, int j) { return (int)((b + (uint64_t)j) % M_N); }
+static int method_at(const struct blk *s, uint64_t b, int j)
+{
+	return s->act[(b + (uint64_t)j) % (uint64_t)s->nm];
+}
+
+/* After both sides set up UCX or failed to: the methods of this run. */
+static void set_methods(struct blk *s, int have_ucx)
+{
+	s->nm = 0;
+	for (int m = 0; m < M_N; m++)
+		if (m != M_UCX || have_ucx)
+			s->act[s->nm++] = m;
+}
 
 /* The server's half of one round trip. 0 or nonzero. */
 static int pong(struct blk *s, int m)
@@ -72,6 +90,8 @@ static int pong(struct blk *s, int m)
 		int r = zl_recv(s->ch, s->buf, s->size, &len, TMO_US);
 		return r ? r : zl_send(s->ch, s->buf, len, TMO_US);
 	}
+	case M_UCX:
+		return ucx_pong(s->ucx);
 	default: {
 		const void *in;
 		void *out;
@@ -108,6 +128,8 @@ static int ping(struct blk *s, int m)
 		    (r = zl_recv(s->ch, s->buf, s->size, &len, TMO_US)))
 			return r;
 		return len != s->size || memcmp(s->buf, &q, sizeof(q)) != 0;
+	case M_UCX:
+		return ucx_ping(s->ucx, s->msg, s->size, q);
 	default: {
 		const void *in;
 		void *out;
@@ -134,12 +156,15 @@ static int blocks_child(void *arg, int wfd)
 	close(wfd);
 	int r = zl_accept(l, 10 * TMO_US, &s->ch);
 	zl_listener_close(l);
+	if (!r)
+		set_methods(s, !ucx_open(&s->ucx, s->x, 1, s->size));
 	for (uint64_t b = 0; !r && b <= s->rounds; b++) /* round 0: warm-up */
-		for (int j = 0; !r && j < M_N; j++)
+		for (int j = 0; !r && j < s->nm; j++)
 			for (uint64_t i = 0; !r && i < s->k; i++)
-				r = pong(s, method_at(b, j));
+				r = pong(s, method_at(s, b, j));
 	if (r)
 		fprintf(stderr, "zl-bench blocks: server: %s (%d)\n", zl_strerror(r), r);
+	ucx_close(s->ucx);
 	zl_close(s->ch);
 	return r != 0;
 }
@@ -166,8 +191,8 @@ static int measure(struct blk *s, uint64_t *samples[M_N], double *bmean[M_N],
 		   uint64_t elapsed[M_N])
 {
 	for (uint64_t b = 0; b <= s->rounds; b++)
-		for (int j = 0; j < M_N; j++) {
-			int m = method_at(b, j);
+		for (int j = 0; j < s->nm; j++) {
+			int m = method_at(s, b, j);
 			uint64_t *out = b ? samples[m] + (b - 1) * s->k : NULL;
 			uint64_t t0 = mono_ns(), prev = timer_now(), sum = 0;
 			for (uint64_t i = 0; i < s->k; i++) {
@@ -191,9 +216,9 @@ static int measure(struct blk *s, uint64_t *samples[M_N], double *bmean[M_N],
 	return 0;
 }
 
-/* Per block round, method m's block mean over the floor's, for the rounds
+/* Per block round, method m's block mean over method d's, for the rounds
  * whose floor block mean lies in [lo_us, hi_us): into q, returns how many. */
-static uint64_t ratios(const struct blk *s, double *bmean[M_N], int m, double lo_us,
+static uint64_t ratios(const struct blk *s, double *bmean[M_N], int m, int d, double lo_us,
 		       double hi_us, double *q)
 {
 	double us = timer_ns_per_tick() / 1000.0;
@@ -201,42 +226,49 @@ static uint64_t ratios(const struct blk *s, double *bmean[M_N], int m, double lo
 	for (uint64_t b = 0; b < s->rounds; b++) {
 		double f = bmean[M_FLOOR][b] * us;
 		if (f >= lo_us && f < hi_us)
-			q[n++] = bmean[m][b] / bmean[M_FLOOR][b];
+			q[n++] = bmean[m][b] / bmean[d][b];
 	}
 	return n;
+}
+
+static int has(const struct blk *s, int m)
+{
+	for (int i = 0; i < s->nm; i++)
+		if (s->act[i] == m)
+			return 1;
+	return 0;
 }
 
 static void report(struct blk *s, uint64_t *samples[M_N], double *bmean[M_N],
 		   uint64_t elapsed[M_N], const struct sink *sink)
 {
 	struct result res[M_N];
+	double gm[M_N], us = timer_ns_per_tick() / 1000.0;
 	uint64_t n = s->rounds * s->k;
 	printf("%-7s ", "method");
 	report_columns();
-	for (int m = 0; m < M_N; m++) {
+	for (int i = 0; i < s->nm; i++) {
+		int m = s->act[i];
 		res[m].size = m == M_FLOOR ? sizeof(uint64_t) : s->size;
 		res[m].iters = n;
-		stats_compute(samples[m], n, elapsed[m], &res[m]);
+		stats_compute(samples[m], n, elapsed[m], &res[m]); /* sorts */
+		gm[m] = stats_median_grouped(samples[m], n) * us;
 		printf("%-7s ", mname[m]);
 		report_row(&res[m]);
 		struct sink one = *sink;
 		one.transport = mname[m];
 		report_csv_row(&one, &res[m]);
 	}
-	/* stats_compute sorted the samples */
-	double gm[M_N], us = timer_ns_per_tick() / 1000.0;
-	for (int m = 0; m < M_N; m++)
-		gm[m] = stats_median_grouped(samples[m], n) * us;
 	printf("against the floor: ratio of the medians (and of the medians as grouped data, "
 	       "finer than the timer's step), and the median over %llu block rounds of block "
 	       "mean / floor block mean [95%% CI]\n",
 	       (unsigned long long)s->rounds);
 	printf("  floor   median %.4f us, as grouped data %.4f us\n", res[M_FLOOR].median_us,
 	       gm[M_FLOOR]);
-	double *q = malloc(s->rounds * sizeof(*q));
-	for (int m = 1; q && m < M_N; m++) {
-		uint64_t nq = ratios(s, bmean, m, 0, INFINITY, q);
-		double lo, hi, med = median_ci(q, nq, &lo, &hi);
+	double *q = malloc(s->rounds * sizeof(*q)), lo, hi, med;
+	for (int i = 1; q && i < s->nm; i++) {
+		int m = s->act[i];
+		med = median_ci(q, ratios(s, bmean, m, M_FLOOR, 0, INFINITY, q), &lo, &hi);
 		printf("  %-7s %5.2f (%.3f; %.4f us)   %5.2f [%.2f-%.2f]\n", mname[m],
 		       res[m].median_us / res[M_FLOOR].median_us, gm[m] / gm[M_FLOOR], gm[m], med,
 		       lo, hi);
@@ -246,18 +278,27 @@ static void report(struct blk *s, uint64_t *samples[M_N], double *bmean[M_N],
 	 * floor's level tells apart: the same per level. */
 	static const double edge[] = { 0, 0.1, 0.2, 0.4, INFINITY };
 	for (int g = 0; q && g < 4; g++) {
-		uint64_t nq = ratios(s, bmean, M_FLOOR, edge[g], edge[g + 1], q);
+		uint64_t nq = ratios(s, bmean, M_FLOOR, M_FLOOR, edge[g], edge[g + 1], q);
 		if (nq < 10 || nq * 20 < s->rounds || nq == s->rounds)
 			continue;
 		printf("  rounds with the floor in [%.1f, %.1f) us: %llu;", edge[g], edge[g + 1],
 		       (unsigned long long)nq);
-		for (int m = 1; m < M_N; m++) {
-			double lo, hi, med;
-			nq = ratios(s, bmean, m, edge[g], edge[g + 1], q);
-			med = median_ci(q, nq, &lo, &hi);
+		for (int i = 1; i < s->nm; i++) {
+			int m = s->act[i];
+			med = median_ci(q, ratios(s, bmean, m, M_FLOOR, edge[g], edge[g + 1], q), &lo,
+					&hi);
 			printf(" %s %.2f [%.2f-%.2f]", mname[m], med, lo, hi);
 		}
 		printf("\n");
+	}
+	if (q && has(s, M_UCX)) {
+		printf("against UCX: shm / ucx and shm-zc / ucx, as above\n");
+		for (int m = M_SHM; m <= M_ZC; m++) {
+			med = median_ci(q, ratios(s, bmean, m, M_UCX, 0, INFINITY, q), &lo, &hi);
+			printf("  %-7s %5.2f (%.3f)   %5.2f [%.2f-%.2f]\n", mname[m],
+			       res[m].median_us / res[M_UCX].median_us, gm[m] / gm[M_UCX], med, lo,
+			       hi);
+		}
 	}
 	free(q);
 }
@@ -275,6 +316,8 @@ int blocks_run(size_t size, uint64_t iters, uint64_t nblocks, int cpu_a, int cpu
 		return 1;
 	}
 	size_t slot = (size + 8 + 63) / 64 * 64, len = 4096 + 2 * SLOTS * slot;
+	size_t xoff = len;
+	len += (sizeof(struct ucx_xchg) + 4095) / 4096 * 4096;
 	uint8_t *mem = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	uint64_t *samples[M_N] = { 0 }, elapsed[M_N] = { 0 }, n = s.rounds * s.k;
 	double *bmean[M_N] = { 0 };
@@ -291,6 +334,7 @@ int blocks_run(size_t size, uint64_t iters, uint64_t nblocks, int cpu_a, int cpu
 		goto out;
 	}
 	s.line = (_Atomic uint64_t *)mem;
+	s.x = (struct ucx_xchg *)(mem + xoff);
 	s.ping = (struct ring){ mem + 4096, slot };
 	s.pong = (struct ring){ mem + 4096 + SLOTS * slot, slot };
 	snprintf(s.url, sizeof(s.url), "shm://zl-bench-blocks-%d", (int)getpid());
@@ -303,11 +347,13 @@ int blocks_run(size_t size, uint64_t iters, uint64_t nblocks, int cpu_a, int cpu
 		kill_child(pid);
 		goto out;
 	}
+	set_methods(&s, !ucx_open(&s.ucx, s.x, 0, size));
 	pid_t pids[2] = { 0, pid };
 	struct load_snap l0, l1;
 	load_snap(&l0, pids, 2);
 	r = measure(&s, samples, bmean, elapsed);
 	load_snap(&l1, pids, 2);
+	ucx_close(s.ucx);
 	zl_close(s.ch);
 	int st = reap_child(pid, 5000);
 	if (r || st) {
