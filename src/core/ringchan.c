@@ -25,9 +25,9 @@
  * fragment, reservation or wait machinery (it cost a third of a 64-byte
  * round trip). Larger sends fill the header's line last (put). */
 #define SMALL_MSG (2 * ZL_CACHELINE)
-/* Polls zl_recv and zl_recv_peek make on their short paths before the wait policy starts (a few
- * microseconds at most, 8 times as many without PAUSE; not when spin_us is
- * below SMALL_SPIN_MIN_US). */
+/* Polls zl_recv and zl_recv_peek make on their short paths before the wait
+ * policy starts (a few microseconds at most, 8 times as many without PAUSE;
+ * not when spin_us is below SMALL_SPIN_MIN_US). */
 #define SMALL_POLLS 128
 #define SMALL_SPIN_MIN_US 10
 
