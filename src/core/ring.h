@@ -45,10 +45,21 @@
  *     expected tag with probability 2^-64, or 2^-56 when one byte of it is
  *     chosen by the application, which never sees the key.
  *  3. Completeness (no torn record):
- *     - shm: the sender stores the len word, payload and ftag, then the htag
- *       with release; the receiver loads the htag with acquire, so a valid
- *       htag makes every earlier store visible. A wrong ftag behind a valid
- *       htag is therefore a protocol violation (tag_last).
+ *     - shm, records of up to ZL_REC_SHORT bytes and PAD records: the sender
+ *       stores the len word, payload and ftag, then the htag with release;
+ *       the receiver loads the htag with acquire, so a valid htag makes
+ *       every earlier store visible. A wrong ftag behind a valid htag is
+ *       therefore a protocol violation (tag_last).
+ *     - shm, longer records: the sender stores the ftag last, with release,
+ *       and the receiver takes such a record only once both its htag and
+ *       its ftag (loaded with acquire) are valid, whatever its tag_last.
+ *       While it waits, the receiver may look at where the last record's
+ *       size would put the ftag, and only now and then at the htag, so that
+ *       it does not poll the first line while the sender fills the record
+ *       (4 KiB RTT: 12% lower between cores of one cache complex, 2-3%
+ *       higher on SMT siblings or across complexes). A valid ftag there can
+ *       only be this record's (tags never repeat), and the record is then
+ *       checked as always.
  *     - RDMA, in-order placement (LEN_FIRST, one WRITE): bytes land in
  *       address order, so a valid htag means the len word has landed, and a
  *       valid ftag (the last word) means everything has.
@@ -87,6 +98,7 @@
 #include "log.h"
 
 #define ZL_REC_HDR 16u   /* a len word (u32 len, u8 type, u8[3] zero) and u64 htag */
+#define ZL_REC_SHORT 128u /* records up to this size publish the htag last (see 3.) */
 #define ZL_REC_FTR 8u    /* u64 ftag */
 #define ZL_REC_OVERHEAD (ZL_REC_HDR + ZL_REC_FTR)
 
@@ -127,6 +139,13 @@ static inline uint32_t zl_ring_rec_bytes(bool lines, uint32_t len, uint8_t type)
 	if (!lines || type == ZL_REC_PAD)
 		return rs;
 	return rs <= 32 ? 32 : (rs + 63u) & ~63u;
+}
+
+/* Whether a record of rs bytes and this type is complete only with a valid
+ * ftag, whatever the receiver's tag_last (the sender stores its ftag last). */
+static inline bool zl_ring_ftag_last(uint32_t rs, uint8_t type)
+{
+	return rs > ZL_REC_SHORT && type != ZL_REC_PAD;
 }
 
 /* A keyed bijective 64-bit mix (splitmix64's finalizer). */
@@ -203,6 +222,7 @@ struct zl_ring_rx {
 	uint8_t tag_off, len_off; /* from the layout */
 	bool lines;              /* line grain (zl_ring_rec_bytes) */
 	bool short_last;         /* the last record had at most two lines */
+	uint32_t last_rs;        /* and its size */
 	/* Where completions, not memory, say that a record has landed (RDMA
 	 * WRITE_WITH_IMM): records with seq >= *avail are not looked at.
 	 * NULL otherwise. */
@@ -348,10 +368,17 @@ static inline bool zl_ring_tx_has_room(struct zl_ring_tx *tx, uint32_t len, int 
 static inline int zl_ring_write_record(struct zl_ring_tx *tx, uint32_t off, uint32_t len,
 				       uint8_t type, uint32_t rs)
 {
+	_Atomic uint64_t *ftag = zl_ring_word(tx->stage, off + rs - 8);
+	_Atomic uint64_t *htag = zl_ring_word(tx->stage, off + tx->tag_off);
 	atomic_store_explicit(zl_ring_word(tx->stage, off + tx->len_off),
 			      (uint64_t)len | (uint64_t)type << 32, memory_order_relaxed);
-	atomic_store_explicit(zl_ring_word(tx->stage, off + rs - 8), tx->ftag, memory_order_relaxed);
-	atomic_store_explicit(zl_ring_word(tx->stage, off + tx->tag_off), tx->htag, memory_order_release);
+	if (zl_ring_ftag_last(rs, type)) { /* see 3. at the top */
+		atomic_store_explicit(htag, tx->htag, memory_order_release);
+		atomic_store_explicit(ftag, tx->ftag, memory_order_release);
+	} else {
+		atomic_store_explicit(ftag, tx->ftag, memory_order_relaxed);
+		atomic_store_explicit(htag, tx->htag, memory_order_release);
+	}
 	tx->seq++;
 	tx->wpos += rs;
 	/* a tail too short for any record is skipped by rule, by both sides;
@@ -485,6 +512,7 @@ static inline void zl_ring_advance(struct zl_ring_rx *rx, uint32_t rs)
 	rx->rpos += rs;
 	rx->seq++; /* the next htag is computed by the next peek, while it waits */
 	rx->short_last = rs <= 2 * 64;
+	rx->last_rs = rs;
 	if (rx->rpos - rx->published >= rx->publish_every)
 		zl_ring_publish_now(rx);
 }
@@ -584,7 +612,7 @@ static inline int zl_ring_rx_peek(struct zl_ring_rx *rx, const void **payload, u
 		 * and its footer only guards against a hostile peer: the caller
 		 * checks it with zl_ring_rx_verify once it has read the payload
 		 * (and with it the footer's cache line), saving a dependent miss. */
-		if (!rx->tag_last || t == ZL_REC_PAD) {
+		if (!rx->tag_last || t == ZL_REC_PAD || zl_ring_ftag_last(rs, t)) {
 			int r = zl_ring_rx_verify(rx);
 			if (r) {
 				rx->cur_size = 0;
@@ -614,11 +642,32 @@ static inline int zl_ring_rx_verify(struct zl_ring_rx *rx)
 	uint32_t off = rx->cur_off, rs = rx->cur_size;
 	if (atomic_load_explicit(zl_ring_word(rx->buf, off + rs - 8), memory_order_acquire) == rx->ftag)
 		return 0;
-	if (!rx->tag_last)
+	if (!rx->tag_last || rs > ZL_REC_SHORT) /* not yet (PADs are short or checked) */
 		return -EAGAIN;
 	ZL_LOG(ZL_LOG_ERROR, "record %llu at offset %u (%u bytes): bad footer",
 	       (unsigned long long)rx->seq, off, rs);
 	return -EPROTO;
+}
+
+/* After a long record: wait, up to *polls polls, for the next one's ftag
+ * where the last one's size puts it, looking at the htag only on every 16th
+ * poll and the last one (see 3. at the top). false when the polls ran out;
+ * true when either tag is there (the caller then checks the record). */
+static inline bool zl_ring_rx_wait_ftag(const struct zl_ring_rx *rx, uint32_t off,
+					const _Atomic uint64_t *tag, uint32_t *polls, bool relax)
+{
+	const _Atomic uint64_t *ft = zl_ring_word(rx->buf, off + rx->last_rs - 8);
+	for (uint32_t k = 1;; k++) {
+		if (atomic_load_explicit(ft, memory_order_acquire) == rx->ftag)
+			return true;
+		if ((!(k & 15) || *polls == 1) &&
+		    atomic_load_explicit(tag, memory_order_acquire) == rx->htag)
+			return true;
+		if (!--*polls)
+			return false;
+		if (relax)
+			zl_cpu_relax();
+	}
 }
 
 /*
@@ -643,6 +692,9 @@ static inline int zl_ring_rx_poll_msg(struct zl_ring_rx *rx, uint32_t cap, uint3
 	zl_ring_rx_expect(rx);
 	const _Atomic uint64_t *tag = zl_ring_word(rx->buf, off + rx->tag_off), *avail = rx->avail;
 	const uint64_t htag = rx->htag, seq = rx->seq;
+	if (!rx->short_last && rx->last_rs <= rem && !avail &&
+	    !zl_ring_rx_wait_ftag(rx, off, tag, &polls, relax))
+		return -EAGAIN;
 	for (;;) {
 		for (;;) {
 			/* before each look at the htag: see touch_next_line */
@@ -663,8 +715,9 @@ static inline int zl_ring_rx_poll_msg(struct zl_ring_rx *rx, uint32_t cap, uint3
 		rs = zl_ring_rec_bytes(rx->lines, n, ZL_REC_MSG);
 		if (rs > rem)
 			return -ENOMSG;
-		if (rx->tag_last || atomic_load_explicit(zl_ring_word(rx->buf, off + rs - 8),
-							 memory_order_acquire) == rx->ftag)
+		if ((rx->tag_last && !zl_ring_ftag_last(rs, ZL_REC_MSG)) ||
+		    atomic_load_explicit(zl_ring_word(rx->buf, off + rs - 8), memory_order_acquire) ==
+			    rx->ftag)
 			break;
 		if (!--polls) /* RDMA: the rest of the record is still landing */
 			return -EAGAIN;
@@ -681,8 +734,9 @@ static inline int zl_ring_rx_poll_msg(struct zl_ring_rx *rx, uint32_t cap, uint3
  * holds the footer: the load then does not wait for a line of its own. */
 static inline bool zl_ring_rx_msg_ok(const struct zl_ring_rx *rx, uint32_t off, uint32_t rs)
 {
-	return !rx->tag_last || atomic_load_explicit(zl_ring_word(rx->buf, off + rs - 8),
-						     memory_order_acquire) == rx->ftag;
+	return !rx->tag_last || zl_ring_ftag_last(rs, ZL_REC_MSG) ||
+	       atomic_load_explicit(zl_ring_word(rx->buf, off + rs - 8), memory_order_acquire) ==
+		       rx->ftag;
 }
 
 /*
