@@ -14,8 +14,7 @@
 
 enum order {
 	FTR_THEN_TAG, /* body, footer, htag last (shm; RDMA TAG_FIRST) */
-	TAG_THEN_FTR, /* body, htag, footer last (RDMA in-order placement; shm
-		       * records over ZL_REC_SHORT bytes) */
+	TAG_THEN_FTR, /* body, htag, footer last (RDMA in-order placement) */
 };
 
 struct hw {
@@ -146,14 +145,10 @@ static void run(enum zl_ring_layout layout, bool tag_last, uint64_t seed, int nr
 	for (int k = 0; k < nrec; k++) {
 		uint32_t len = (uint32_t)(tl_rand_below(&h.r, 4) ? tl_rand_below(&h.r, 64)
 								  : tl_rand_below(&h.r, 700));
-		/* with tag_last, only records over ZL_REC_SHORT bytes may come
-		 * footer last (ring.h, 3.) */
-		enum order ord = tag_last && zl_rec_size(len) <= ZL_REC_SHORT
-					 ? FTR_THEN_TAG
-					 : (enum order)tl_rand_below(&h.r, 2);
+		enum order ord = tag_last ? FTR_THEN_TAG : (enum order)tl_rand_below(&h.r, 2);
 		uint32_t rem = SIZE - (uint32_t)(h.pos & (SIZE - 1));
-		if (zl_rec_size(len) > rem) /* PADs publish the htag last */
-			write_pad(&h, rem, tag_last ? FTR_THEN_TAG : ord);
+		if (zl_rec_size(len) > rem)
+			write_pad(&h, rem, ord);
 		for (uint32_t i = 0; i < len; i++)
 			payload[i] = (uint8_t)tl_rand(&h.r);
 		uint8_t type = (uint8_t)(1 + tl_rand_below(&h.r, 4));

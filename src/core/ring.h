@@ -45,21 +45,17 @@
  *     expected tag with probability 2^-64, or 2^-56 when one byte of it is
  *     chosen by the application, which never sees the key.
  *  3. Completeness (no torn record):
- *     - shm, records of up to ZL_REC_SHORT bytes and PAD records: the sender
- *       stores the len word, payload and ftag, then the htag with release;
- *       the receiver loads the htag with acquire, so a valid htag makes
- *       every earlier store visible. A wrong ftag behind a valid htag is
- *       therefore a protocol violation (tag_last).
- *     - shm, longer records: the sender stores the ftag last, with release,
- *       and the receiver takes such a record only once both its htag and
- *       its ftag (loaded with acquire) are valid, whatever its tag_last.
- *       While it waits, the receiver may look at where the last record's
- *       size would put the ftag, and only now and then at the htag, so that
- *       it does not poll the first line while the sender fills the record
- *       (4 KiB RTT: 12% lower between cores of one cache complex, 2-3%
- *       higher on SMT siblings or across complexes). A valid ftag there can
- *       only be this record's (tags never repeat), and the record is then
- *       checked as always.
+ *     - shm: the sender stores the len word, payload and ftag, then the htag
+ *       with release; the receiver loads the htag with acquire, so a valid
+ *       htag makes every earlier store visible. A wrong ftag behind a valid
+ *       htag is therefore a protocol violation (tag_last). After a record of
+ *       more than two lines, the receiver waits at where the next record's
+ *       ftag would be if it had the same size, and looks at the htag only
+ *       every 16th poll (zl_ring_rx_wait_ftag): the ftag is stored just
+ *       before the htag, so the record is found about as soon, and the
+ *       first line is not polled while the sender fills the record (4 KiB
+ *       RTT 12% lower between cores of one cache complex). Only the wait
+ *       changes; the record is then checked as always.
  *     - RDMA, in-order placement (LEN_FIRST, one WRITE): bytes land in
  *       address order, so a valid htag means the len word has landed, and a
  *       valid ftag (the last word) means everything has.
@@ -98,7 +94,6 @@
 #include "log.h"
 
 #define ZL_REC_HDR 16u   /* a len word (u32 len, u8 type, u8[3] zero) and u64 htag */
-#define ZL_REC_SHORT 128u /* records up to this size publish the htag last (see 3.) */
 #define ZL_REC_FTR 8u    /* u64 ftag */
 #define ZL_REC_OVERHEAD (ZL_REC_HDR + ZL_REC_FTR)
 
@@ -139,13 +134,6 @@ static inline uint32_t zl_ring_rec_bytes(bool lines, uint32_t len, uint8_t type)
 	if (!lines || type == ZL_REC_PAD)
 		return rs;
 	return rs <= 32 ? 32 : (rs + 63u) & ~63u;
-}
-
-/* Whether a record of rs bytes and this type is complete only with a valid
- * ftag, whatever the receiver's tag_last (the sender stores its ftag last). */
-static inline bool zl_ring_ftag_last(uint32_t rs, uint8_t type)
-{
-	return rs > ZL_REC_SHORT && type != ZL_REC_PAD;
 }
 
 /* A keyed bijective 64-bit mix (splitmix64's finalizer). */
@@ -368,17 +356,10 @@ static inline bool zl_ring_tx_has_room(struct zl_ring_tx *tx, uint32_t len, int 
 static inline int zl_ring_write_record(struct zl_ring_tx *tx, uint32_t off, uint32_t len,
 				       uint8_t type, uint32_t rs)
 {
-	_Atomic uint64_t *ftag = zl_ring_word(tx->stage, off + rs - 8);
-	_Atomic uint64_t *htag = zl_ring_word(tx->stage, off + tx->tag_off);
 	atomic_store_explicit(zl_ring_word(tx->stage, off + tx->len_off),
 			      (uint64_t)len | (uint64_t)type << 32, memory_order_relaxed);
-	if (zl_ring_ftag_last(rs, type)) { /* see 3. at the top */
-		atomic_store_explicit(htag, tx->htag, memory_order_release);
-		atomic_store_explicit(ftag, tx->ftag, memory_order_release);
-	} else {
-		atomic_store_explicit(ftag, tx->ftag, memory_order_relaxed);
-		atomic_store_explicit(htag, tx->htag, memory_order_release);
-	}
+	atomic_store_explicit(zl_ring_word(tx->stage, off + rs - 8), tx->ftag, memory_order_relaxed);
+	atomic_store_explicit(zl_ring_word(tx->stage, off + tx->tag_off), tx->htag, memory_order_release);
 	tx->seq++;
 	tx->wpos += rs;
 	/* a tail too short for any record is skipped by rule, by both sides;
@@ -612,7 +593,7 @@ static inline int zl_ring_rx_peek(struct zl_ring_rx *rx, const void **payload, u
 		 * and its footer only guards against a hostile peer: the caller
 		 * checks it with zl_ring_rx_verify once it has read the payload
 		 * (and with it the footer's cache line), saving a dependent miss. */
-		if (!rx->tag_last || t == ZL_REC_PAD || zl_ring_ftag_last(rs, t)) {
+		if (!rx->tag_last || t == ZL_REC_PAD) {
 			int r = zl_ring_rx_verify(rx);
 			if (r) {
 				rx->cur_size = 0;
@@ -642,7 +623,7 @@ static inline int zl_ring_rx_verify(struct zl_ring_rx *rx)
 	uint32_t off = rx->cur_off, rs = rx->cur_size;
 	if (atomic_load_explicit(zl_ring_word(rx->buf, off + rs - 8), memory_order_acquire) == rx->ftag)
 		return 0;
-	if (!rx->tag_last || rs > ZL_REC_SHORT) /* not yet (PADs are short or checked) */
+	if (!rx->tag_last)
 		return -EAGAIN;
 	ZL_LOG(ZL_LOG_ERROR, "record %llu at offset %u (%u bytes): bad footer",
 	       (unsigned long long)rx->seq, off, rs);
@@ -715,9 +696,8 @@ static inline int zl_ring_rx_poll_msg(struct zl_ring_rx *rx, uint32_t cap, uint3
 		rs = zl_ring_rec_bytes(rx->lines, n, ZL_REC_MSG);
 		if (rs > rem)
 			return -ENOMSG;
-		if ((rx->tag_last && !zl_ring_ftag_last(rs, ZL_REC_MSG)) ||
-		    atomic_load_explicit(zl_ring_word(rx->buf, off + rs - 8), memory_order_acquire) ==
-			    rx->ftag)
+		if (rx->tag_last || atomic_load_explicit(zl_ring_word(rx->buf, off + rs - 8),
+							 memory_order_acquire) == rx->ftag)
 			break;
 		if (!--polls) /* RDMA: the rest of the record is still landing */
 			return -EAGAIN;
@@ -734,9 +714,8 @@ static inline int zl_ring_rx_poll_msg(struct zl_ring_rx *rx, uint32_t cap, uint3
  * holds the footer: the load then does not wait for a line of its own. */
 static inline bool zl_ring_rx_msg_ok(const struct zl_ring_rx *rx, uint32_t off, uint32_t rs)
 {
-	return !rx->tag_last || zl_ring_ftag_last(rs, ZL_REC_MSG) ||
-	       atomic_load_explicit(zl_ring_word(rx->buf, off + rs - 8), memory_order_acquire) ==
-		       rx->ftag;
+	return !rx->tag_last || atomic_load_explicit(zl_ring_word(rx->buf, off + rs - 8),
+						     memory_order_acquire) == rx->ftag;
 }
 
 /*
