@@ -53,9 +53,11 @@
  *       ftag would be if it had the same size, and looks at the htag only
  *       every 16th poll (zl_ring_rx_wait_ftag): the ftag is stored just
  *       before the htag, so the record is found about as soon, and the
- *       first line is not polled while the sender fills the record (4 KiB
- *       RTT 12% lower between cores of one cache complex). Only the wait
- *       changes; the record is then checked as always.
+ *       first line is not polled while the sender fills the record. 4 KiB
+ *       RTT: 8-10% lower between cores of one cache complex, 1-2% higher on
+ *       SMT siblings and 5% across complexes, where the first line then
+ *       costs a miss of its own. Only the wait changes; the record is then
+ *       checked as always.
  *     - RDMA, in-order placement (LEN_FIRST, one WRITE): bytes land in
  *       address order, so a valid htag means the len word has landed, and a
  *       valid ftag (the last word) means everything has.
