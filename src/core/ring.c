@@ -46,7 +46,6 @@ void zl_ring_rx_init(struct zl_ring_rx *rx, const void *buf, uint32_t size, uint
 	rx->htag = zl_ring_htag(key, 0);
 	rx->ftag = zl_ring_ftag(key, 0);
 	rx->htag_seq = 0;
-	rx->short_last = true;
 	rx->publish = publish;
 	rx->ctx = ctx;
 	layout_offsets(ZL_LAYOUT_LEN_FIRST, &rx->tag_off, &rx->len_off);

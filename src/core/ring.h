@@ -211,8 +211,7 @@ struct zl_ring_rx {
 	uint32_t cur_off;        /* and its offset */
 	uint8_t tag_off, len_off; /* from the layout */
 	bool lines;              /* line grain (zl_ring_rec_bytes) */
-	bool short_last;         /* the last record had at most two lines */
-	uint32_t last_rs;        /* and its size */
+	uint32_t last_rs;        /* size of the last record consumed (0: none) */
 	/* Where completions, not memory, say that a record has landed (RDMA
 	 * WRITE_WITH_IMM): records with seq >= *avail are not looked at.
 	 * NULL otherwise. */
@@ -490,11 +489,17 @@ static inline void zl_ring_rx_flush_rpos(struct zl_ring_rx *rx)
 		zl_ring_publish_now(rx);
 }
 
+/* Whether the last record consumed had at most two lines (or there was
+ * none yet): the next one is then likely short too. */
+static inline bool zl_ring_rx_short_last(const struct zl_ring_rx *rx)
+{
+	return rx->last_rs <= 2 * 64;
+}
+
 static inline void zl_ring_advance(struct zl_ring_rx *rx, uint32_t rs)
 {
 	rx->rpos += rs;
 	rx->seq++; /* the next htag is computed by the next peek, while it waits */
-	rx->short_last = rs <= 2 * 64;
 	rx->last_rs = rs;
 	if (rx->rpos - rx->published >= rx->publish_every)
 		zl_ring_publish_now(rx);
@@ -538,7 +543,7 @@ static inline bool zl_ring_rx_tag_seen(struct zl_ring_rx *rx)
 static inline void zl_ring_rx_touch_next_line(const struct zl_ring_rx *rx, uint32_t off)
 {
 	uint32_t next = (off | 63u) + 1u;
-	if (rx->lines && rx->short_last && next < rx->size)
+	if (rx->lines && zl_ring_rx_short_last(rx) && next < rx->size)
 		zl_touch_line(rx->buf + next);
 }
 
@@ -675,7 +680,7 @@ static inline int zl_ring_rx_poll_msg(struct zl_ring_rx *rx, uint32_t cap, uint3
 	zl_ring_rx_expect(rx);
 	const _Atomic uint64_t *tag = zl_ring_word(rx->buf, off + rx->tag_off), *avail = rx->avail;
 	const uint64_t htag = rx->htag, seq = rx->seq;
-	if (!rx->short_last && rx->last_rs <= rem && !avail &&
+	if (!zl_ring_rx_short_last(rx) && rx->last_rs <= rem && !avail &&
 	    !zl_ring_rx_wait_ftag(rx, off, tag, &polls, relax))
 		return -EAGAIN;
 	for (;;) {

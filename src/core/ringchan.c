@@ -407,11 +407,18 @@ static int flush_locked(struct zl_ringchan *rc, int64_t *dl)
 	return r;
 }
 
+/* Whether the short send paths may run: no error, no close, no fragmented
+ * send pending. */
+static inline bool tx_clear(const struct zl_ringchan *rc)
+{
+	return !rc->err && !rc->peer_closed &&
+	       !atomic_load_explicit(&rc->pend_active, memory_order_acquire);
+}
+
 /* The short send path: 0 when sent, -EAGAIN for the general path. */
 static inline int send_small(struct zl_ringchan *rc, const void *buf, size_t len)
 {
-	if (len > SMALL_MSG || len > rc->opts.max_msg || rc->err || rc->peer_closed ||
-	    atomic_load_explicit(&rc->pend_active, memory_order_acquire) ||
+	if (len > SMALL_MSG || len > rc->opts.max_msg || !tx_clear(rc) ||
 	    ++rc->ops_since_check >= ALIVE_EVERY_OPS)
 		return -EAGAIN;
 	int r = zl_ring_tx_put(&rc->tx, buf, (uint32_t)len, ZL_REC_MSG);
@@ -480,9 +487,8 @@ static int rc_reserve(zl_channel *ch, size_t len, void **ptr)
 {
 	struct zl_ringchan *rc = RC(ch);
 	/* the short path, as send_small's */
-	if (ZL_LIKELY(!rc->err && !rc->peer_closed && len <= rc->opts.max_msg &&
+	if (ZL_LIKELY(tx_clear(rc) && len <= rc->opts.max_msg &&
 		      len <= zl_ring_max_payload(rc->tx.size) &&
-		      !atomic_load_explicit(&rc->pend_active, memory_order_acquire) &&
 		      !zl_ring_tx_reserve_msg(&rc->tx, (uint32_t)len, ptr)))
 		return 0;
 	int r = send_check(rc);
@@ -662,14 +668,21 @@ static inline uint32_t small_polls(const struct zl_ringchan *rc, int64_t timeout
 	return rc->link->poll_hard ? 8 * SMALL_POLLS : SMALL_POLLS;
 }
 
+/* Whether the short receive paths may run: no error, no peeked record, no
+ * half-assembled message, no close, no fragmented send of ours pending. */
+static inline bool rx_clear(const struct zl_ringchan *rc)
+{
+	return !rc->err && !rc->peeked && !rc->asm_active && !rc->peer_closed &&
+	       !atomic_load_explicit(&rc->pend_active, memory_order_acquire);
+}
+
 /* The short receive path: a whole message that is there or arrives within
  * SMALL_POLLS polls (zl_ring_rx_get). 0 when received, -EAGAIN for the
  * general path, which looks at the same record again. */
 static inline int recv_small(struct zl_ringchan *rc, void *buf, size_t cap, size_t *len,
 			     int64_t timeout_us)
 {
-	if (rc->err || rc->peeked || rc->asm_active || rc->peer_closed ||
-	    atomic_load_explicit(&rc->pend_active, memory_order_acquire))
+	if (!rx_clear(rc))
 		return -EAGAIN;
 	uint32_t polls = small_polls(rc, timeout_us);
 	uint32_t c = cap > UINT32_MAX ? UINT32_MAX : (uint32_t)cap, n;
@@ -764,8 +777,7 @@ static int rc_recv(zl_channel *ch, void *buf, size_t cap, size_t *len, int64_t t
 static inline int peek_small(struct zl_ringchan *rc, const void **ptr, size_t *len,
 			     int64_t timeout_us)
 {
-	if (rc->err || rc->peeked || rc->asm_active || rc->peer_closed ||
-	    atomic_load_explicit(&rc->pend_active, memory_order_acquire))
+	if (!rx_clear(rc))
 		return -EAGAIN;
 	uint32_t polls = small_polls(rc, timeout_us), n;
 	void (*progress)(struct zl_ringchan *) = rc->link->progress;
