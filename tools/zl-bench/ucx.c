@@ -123,8 +123,9 @@ int ucx_open(struct zlb_ucx **out, struct ucx_xchg *x, int side, size_t size)
 		goto fail;
 	ucp_am_handler_param_t hp = {
 		.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
-			      UCP_AM_HANDLER_PARAM_FIELD_ARG,
-		.id = AM_ID, .cb = am_cb, .arg = u,
+			      UCP_AM_HANDLER_PARAM_FIELD_ARG | UCP_AM_HANDLER_PARAM_FIELD_FLAGS,
+		/* whole messages only, as ucx_perftest's handler asks */
+		.id = AM_ID, .cb = am_cb, .arg = u, .flags = UCP_AM_FLAG_WHOLE_MSG,
 	};
 	ucp_ep_params_t ep = { .field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS,
 			       .address = (const ucp_address_t *)x->addr[!side] };
