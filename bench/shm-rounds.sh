@@ -12,7 +12,7 @@
 #   shm 64/4096  zl-bench pingpong shm:// (copy API), RTT medians
 #   spsc 64/4096 zl-bench spsc: the copying floor (a bare fixed-slot ring,
 #                memcpy in and out, no library): what any copying channel
-#                needs here, for the 4096 B target in particular
+#                needs here, for the 4096 B and UCX targets in particular
 #   ucx 64/4096  ucx_perftest ucp_am_lat, UCX_TLS=posix (one-way x 2 = RTT)
 #   unread 4096  zl-bench pingpong --unread: the zero-copy API used as
 #                ucp_am_lat is, whose receiver never reads the payload
@@ -98,7 +98,7 @@ awk -F, 'NR > 1 {
 	r3[n] = $4;      m3 += $4 <= 0.6
 	u4k[n] = $12;    mu += $12 <= 0.6
 	if ($6 > 0) { ku++; ru[ku] = $12 / $6 }
-	if ($5 > 0) { k++; r2[k] = $3 / $5; m2 += $3 / $5 <= 0.5 }
+	if ($5 > 0) { k++; r2[k] = $3 / $5; m2 += $3 / $5 <= 0.5; q2[k] = $9 / $5; mq += $9 / $5 <= 0.5 }
 	c64[n] = $3 / $9; c4k[n] = $4 / $10; s4k[n] = $10; b4k += $10 <= 0.6; f64[n] = $9 / $2
 }
 function med(a, n,   i, j, x) {
@@ -123,6 +123,8 @@ END {
 	print ""
 	printf "  copying floor (spsc) 64 B / floor %.2f; 4096 B %.2f us (under 0.6 us: %d of %d rounds)\n",
 		med(f64, n), med(s4k, n), b4k, n
+	if (k) printf "  copying floor (spsc) 64 B / UCX am_lat 64 B %.2f (under 0.5: %d of %d rounds)\n",
+		med(q2, k), mq, k
 	printf "  shm / spsc: 64 B %.2f, 4096 B %.2f  (what the library costs over copying)\n", med(c64, n), med(c4k, n)
 }' "$csv"
 echo "CSV: $csv"
