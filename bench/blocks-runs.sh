@@ -5,7 +5,8 @@
 # even at one floor level (where the rings land, which cores). Prints one
 # line per run and, per floor level, the median and range over the runs of
 # each method's ratio to the floor, and shm's to UCX where zl-bench was built
-# with UCX (medians as grouped data, RTT).
+# with UCX (medians as grouped data, RTT); at 64 B also how many runs met
+# the core issue's targets (shm/floor <= 1.5, shm/ucx <= 0.5).
 #
 #   bench/blocks-runs.sh [BUILD_DIR] [RUNS] [SIZE]
 set -euo pipefail
@@ -31,7 +32,8 @@ awk '
 		for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j - 1] > a[j]; j--) { x = a[j]; a[j] = a[j - 1]; a[j - 1] = x }
 		return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
 	}
-	{ L = lvl($2); n[L]++; for (k = 3; k <= 6; k++) { v[L, k, n[L]] = $k } }
+	{ L = lvl($2); n[L]++; for (k = 3; k <= 6; k++) { v[L, k, n[L]] = $k }
+	  f[L] += $4 <= 1.5; u[L] += $6 != "-" && $6 <= 0.5 }
 	END {
 		print "per floor level (us): runs; median [min-max] of spsc/floor, shm/floor, shm-zc/floor, shm/ucx"
 		for (L in n) {
@@ -44,4 +46,9 @@ awk '
 			}
 			print ""
 		}
-	}' "$tmp"
+		if (size != 64)
+			exit
+		print "runs meeting the 64 B targets (shm/floor <= 1.5; shm/ucx <= 0.5), per floor level:"
+		for (L in n)
+			printf "  floor %-10s %d and %d of %d runs\n", L, f[L], u[L], n[L]
+	}' size="$SIZE" "$tmp"
