@@ -21,8 +21,10 @@
 # summary gives, over the rounds, the median of each round's ratio and how
 # many rounds met each target. A round changed speed in the middle when its
 # two floors differ by more than 15%,
-# or when shm or spsc at 64 B came in under the floor (which no channel can
-# beat): it is left out of every ratio but tcp's (still printed as moved,
+# when shm or spsc at 64 B came in under the floor (which no channel can
+# beat), or when shm and spsc at 64 B, measured back to back and within a
+# few percent of each other at every speed seen here, differ by more than
+# 15%: it is left out of every ratio but tcp's (still printed as moved,
 # and in the CSV). Rounds are short (20000 round trips per figure by
 # default), so that most fit between two changes of speed. At the end,
 # `zl-bench blocks` measures the floor targets once more the robust way:
@@ -81,7 +83,8 @@ for r in $(seq "$ROUNDS"); do
 	row="$r,$(col "$tmp/f.csv" 8),$(col "$tmp/s.csv" 64),$(col "$tmp/s.csv" 4096),$u64,$u4k"
 	row="$row,$(col "$tmp/t.csv" 64),$(col "$tmp/r.csv" 64),$(col "$tmp/c.csv" 64)"
 	row="$row,$(col "$tmp/c.csv" 4096),$(col "$tmp/g.csv" 8),$(col "$tmp/u.csv" 4096)"
-	row="$row,$(echo "$row" | awk -F, '{ print ($11 / $2 > 1.15 || $2 / $11 > 1.15 || $3 < $2 || $9 < $2) }')"
+	row="$row,$(echo "$row" | awk -F, '{ print ($11 / $2 > 1.15 || $2 / $11 > 1.15 || $3 < $2 || $9 < $2 ||
+		$3 / $9 > 1.15 || $9 / $3 > 1.15) }')"
 	echo "$row" >> "$csv"
 	echo "$row" | awk -F, '{ printf "%5s %7s %7s %8s %7s %8s %7s %7s %7s %8s %7s %8s%s\n", $1, $2,
 		$3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13 ? "  (moved)" : "" }'
