@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "zipline.h"
+#include "../tools/zl-bench/median_ci.h"
 
 #define TMO_US 1000000 /* no call waits longer: a stuck peer ends the run */
 
@@ -148,12 +149,6 @@ static int ping(const struct lib *l, zl_channel *ch, size_t size, uint64_t ctr)
 	return r ? r : bad;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return x < y ? -1 : x > y;
-}
-
 /* Sorted copy's value at nearest rank p (0 < p <= 100). */
 static double rank(const double *sorted, int n, double p)
 {
@@ -163,19 +158,9 @@ static double rank(const double *sorted, int n, double p)
 
 static void print_dist(const char *name, double *v, int n)
 {
-	qsort(v, (size_t)n, sizeof(*v), cmp_double);
+	qsort(v, (size_t)n, sizeof(*v), zlb_cmp_double);
 	printf("  %-4s median %.4f  p99 %.4f  p99.9 %.4f  max %.4f\n", name, rank(v, n, 50),
 	       rank(v, n, 99), rank(v, n, 99.9), v[n - 1]);
-}
-
-/* Order-statistic 95% confidence interval of the median of n sorted
- * values: ranks n/2 -+ 0.98 sqrt(n), 1-based. */
-static void median_ci(const double *sorted, int n, double *lo, double *hi)
-{
-	int d = (int)ceil(0.98 * sqrt(n));
-	int a = n / 2 - d, b = n / 2 + 1 + d;
-	*lo = sorted[a < 1 ? 0 : a - 1];
-	*hi = sorted[b > n ? n - 1 : b - 1];
 }
 
 static int usage(void)
@@ -290,9 +275,7 @@ int main(int argc, char **argv)
 	}
 	if (f)
 		fclose(f);
-	qsort(q, (size_t)blocks, sizeof(*q), cmp_double);
-	double lo, hi;
-	median_ci(q, blocks, &lo, &hi);
+	double lo, hi, med = zlb_median_ci(q, (size_t)blocks, &lo, &hi);
 	printf("ab: shm:// %zu B, %s, %d blocks of %d round trips each, A and B alternating\n",
 	       size, zerocopy ? "zero-copy" : "copy", blocks, k);
 	printf("  A = %s\n  B = %s\n", path[0], path[1]);
@@ -300,7 +283,7 @@ int main(int argc, char **argv)
 	print_dist("A", t[0], blocks);
 	print_dist("B", t[1], blocks);
 	printf("B/A per block: median %.3f (95%% CI %.3f-%.3f), B faster in %d of %d blocks\n",
-	       rank(q, blocks, 50), lo, hi, faster, blocks);
+	       med, lo, hi, faster, blocks);
 	ret = 0;
 out:
 	for (int i = 0; i < 2; i++)

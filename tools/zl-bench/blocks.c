@@ -25,6 +25,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "median_ci.h"
 #include "spsc.h"
 #include "ucx.h"
 #include "zipline.h"
@@ -169,24 +170,6 @@ static int blocks_child(void *arg, int wfd)
 	return r != 0;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return (x > y) - (x < y);
-}
-
-/* Median of v[0..n) (sorted in place) and its 95% confidence interval by
- * order statistics: ranks n/2 -+ 0.98 sqrt(n). */
-static double median_ci(double *v, uint64_t n, double *lo, double *hi)
-{
-	qsort(v, n, sizeof(*v), cmp_double);
-	uint64_t d = (uint64_t)ceil(0.98 * sqrt((double)n)), a = n / 2 > d ? n / 2 - d : 1;
-	uint64_t b = n / 2 + 1 + d > n ? n : n / 2 + 1 + d;
-	*lo = v[a - 1];
-	*hi = v[b - 1];
-	return v[(n + 1) / 2 - 1];
-}
-
 static int measure(struct blk *s, uint64_t *samples[M_N], double *bmean[M_N],
 		   uint64_t elapsed[M_N])
 {
@@ -268,7 +251,7 @@ static void report(struct blk *s, uint64_t *samples[M_N], double *bmean[M_N],
 	double *q = malloc(s->rounds * sizeof(*q)), lo, hi, med;
 	for (int i = 1; q && i < s->nm; i++) {
 		int m = s->act[i];
-		med = median_ci(q, ratios(s, bmean, m, M_FLOOR, 0, INFINITY, q), &lo, &hi);
+		med = zlb_median_ci(q, ratios(s, bmean, m, M_FLOOR, 0, INFINITY, q), &lo, &hi);
 		printf("  %-7s %5.2f (%.3f; %.4f us)   %5.2f [%.2f-%.2f]\n", mname[m],
 		       res[m].median_us / res[M_FLOOR].median_us, gm[m] / gm[M_FLOOR], gm[m], med,
 		       lo, hi);
@@ -285,7 +268,7 @@ static void report(struct blk *s, uint64_t *samples[M_N], double *bmean[M_N],
 		       (unsigned long long)nq);
 		for (int i = 1; i < s->nm; i++) {
 			int m = s->act[i];
-			med = median_ci(q, ratios(s, bmean, m, M_FLOOR, edge[g], edge[g + 1], q), &lo,
+			med = zlb_median_ci(q, ratios(s, bmean, m, M_FLOOR, edge[g], edge[g + 1], q), &lo,
 					&hi);
 			printf(" %s %.2f [%.2f-%.2f]", mname[m], med, lo, hi);
 		}
@@ -294,7 +277,7 @@ static void report(struct blk *s, uint64_t *samples[M_N], double *bmean[M_N],
 	if (q && has(s, M_UCX)) {
 		printf("against UCX: shm / ucx and shm-zc / ucx, as above\n");
 		for (int m = M_SHM; m <= M_ZC; m++) {
-			med = median_ci(q, ratios(s, bmean, m, M_UCX, 0, INFINITY, q), &lo, &hi);
+			med = zlb_median_ci(q, ratios(s, bmean, m, M_UCX, 0, INFINITY, q), &lo, &hi);
 			printf("  %-7s %5.2f (%.3f)   %5.2f [%.2f-%.2f]\n", mname[m],
 			       res[m].median_us / res[M_UCX].median_us, gm[m] / gm[M_UCX], med, lo,
 			       hi);

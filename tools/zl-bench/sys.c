@@ -16,7 +16,6 @@
 
 #include <stdatomic.h>
 
-#include "zipline.h"
 #include "zl-bench.h"
 
 /* The CPUs we were started on. Remembered on first use (main() asks
