@@ -88,11 +88,15 @@ struct zl_opts {
 	                         timeout (spin_us=) */
 	int busy_poll;        /* tcp/unix: spin on nonblocking reads for
 	                         spin_us before blocking (busy_poll=1) */
-	int allow_other_uid;  /* shm: accept peers of another uid */
+	int allow_other_uid;  /* shm, unix: accept peers of another uid
+	                         (root is no exception) */
 	int64_t handshake_timeout_us; /* default 5 s */
 	uint32_t rpos_every;  /* receiver publishes its read position after
 	                         this many consumed bytes; 0: ring_size/4 */
-	uint32_t reserved[8];
+	uint32_t max_peer_ring; /* shm, rdma: largest ring a peer may ask us
+	                         to map and write into, default 64 MiB
+	                         (max_peer_ring=) */
+	uint32_t reserved[7];
 };
 
 /* Fill *o with defaults. */
@@ -310,7 +314,16 @@ struct zl_server_opts {
 	int64_t spin_us;      /* idle spin before sleeping; default 50 */
 	int64_t sweep_us;     /* period of the slot-header sweep that recovers
 	                         a doorbell lost to a rogue client; default 1000 */
-	uint32_t reserved[8];
+	uint64_t max_queued;  /* reply bytes queued for one client (it does not
+	                         read them) before the server stops taking its
+	                         requests until they have gone out; default
+	                         8 MiB */
+	uint32_t max_ring;    /* largest reply ring a client may ask for
+	                         (shm, rdma: the server maps or stages it);
+	                         default 4 MiB */
+	uint32_t max_handshakes; /* clients in their handshake at once; a new
+	                         one past this displaces the oldest; default 64 */
+	uint32_t reserved[4];
 };
 
 void zl_server_opts_init(struct zl_server_opts *o);

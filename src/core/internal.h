@@ -122,6 +122,9 @@ extern const struct zl_transport zl_transport_rdma; /* a stub without verbs */
 /* The rendezvous socket of a shm:// channel (for the shm server's own
  * setup message, sent right after the handshake), or -EINVAL. */
 int zl_shm_sock(const zl_channel *ch);
+/* Wake the receiver of a shm:// channel's peer unconditionally (the shm
+ * server's doorbell: the peer's own flag said it sleeps). 0 or -EINVAL. */
+int zl_shm_kick(zl_channel *ch);
 
 /* Grow *buf (capacity *cap) to hold need bytes, at least doubling.
  * 0 or -ENOMEM (the old buffer stays). */

@@ -104,8 +104,10 @@ static void core_publish(void *ctx, uint64_t rpos)
 	}
 }
 
-void zl_ringchan_init(struct zl_ringchan *rc, const struct zl_opts *o, const char *transport)
+void zl_ringchan_init(struct zl_ringchan *rc, const struct zl_opts *o, uint64_t peer_max_msg,
+		      const char *transport)
 {
+	rc->send_max = peer_max_msg ? peer_max_msg : o->max_msg;
 	rc->base.ops = &zl_ringchan_ops;
 	atomic_flag_clear(&rc->tx_lock);
 	rc->opts = *o;
@@ -418,7 +420,7 @@ static inline bool tx_clear(const struct zl_ringchan *rc)
 /* The short send path: 0 when sent, -EAGAIN for the general path. */
 static inline int send_small(struct zl_ringchan *rc, const void *buf, size_t len)
 {
-	if (len > SMALL_MSG || len > rc->opts.max_msg || !tx_clear(rc) ||
+	if (len > SMALL_MSG || len > rc->send_max || !tx_clear(rc) ||
 	    ++rc->ops_since_check >= ALIVE_EVERY_OPS)
 		return -EAGAIN;
 	int r = zl_ring_tx_put(&rc->tx, buf, (uint32_t)len, ZL_REC_MSG);
@@ -437,7 +439,7 @@ static ZL_NOINLINE int send_general(struct zl_ringchan *rc, const void *buf, siz
 	int r = send_check(rc);
 	if (r)
 		return r;
-	if (len > rc->opts.max_msg)
+	if (len > rc->send_max)
 		return -EMSGSIZE;
 	if (ZL_UNLIKELY(++rc->ops_since_check >= ALIVE_EVERY_OPS)) {
 		rc->ops_since_check = 0;
@@ -487,14 +489,14 @@ static int rc_reserve(zl_channel *ch, size_t len, void **ptr)
 {
 	struct zl_ringchan *rc = RC(ch);
 	/* the short path, as send_small's */
-	if (ZL_LIKELY(tx_clear(rc) && len <= rc->opts.max_msg &&
+	if (ZL_LIKELY(tx_clear(rc) && len <= rc->send_max &&
 		      len <= zl_ring_max_payload(rc->tx.size) &&
 		      !zl_ring_tx_reserve_msg(&rc->tx, (uint32_t)len, ptr)))
 		return 0;
 	int r = send_check(rc);
 	if (r)
 		return r;
-	if (len > zl_ring_max_payload(rc->tx.size) || len > rc->opts.max_msg)
+	if (len > zl_ring_max_payload(rc->tx.size) || len > rc->send_max)
 		return -EMSGSIZE;
 	if (atomic_load_explicit(&rc->pend_active, memory_order_acquire) &&
 	    (r = flush_locked(rc, &(int64_t){ 0 })))
@@ -815,9 +817,13 @@ static int rc_peek(zl_channel *ch, const void **ptr, size_t *len, int64_t timeou
 	if ((r = next_record(rc, &dl, &p, &n, &t)))
 		return timeout_err(r, timeout_us);
 	if (t == ZL_REC_FIRST) {
+		/* the total is the peer's word: check it before a caller sizes a
+		 * buffer by it */
 		uint64_t tot = 0;
 		if (n >= 8)
 			memcpy(&tot, p, 8);
+		if (n < 8 || tot > rc->opts.max_msg || tot <= n - 8)
+			return protocol_error(rc, "a message beyond max_msg");
 		*len = (size_t)tot;
 		return -EMSGSIZE;
 	}
@@ -859,7 +865,7 @@ static size_t rc_max_inline(const zl_channel *ch)
 {
 	const struct zl_ringchan *rc = (const struct zl_ringchan *)ch;
 	size_t m = zl_ring_max_payload(rc->tx.size);
-	return m < rc->opts.max_msg ? m : (size_t)rc->opts.max_msg;
+	return m < rc->send_max ? m : (size_t)rc->send_max;
 }
 
 static void rc_info(const zl_channel *ch, struct zl_channel_info *info)

@@ -70,7 +70,8 @@ struct zl_ringchan {
 	_Atomic uint32_t *peer_tx_sleeping;
 	void (*publish_rpos)(struct zl_ringchan *rc, uint64_t rpos);
 
-	struct zl_opts opts;
+	struct zl_opts opts;    /* opts.max_msg: the largest message we accept */
+	uint64_t send_max;      /* the largest the peer accepts (its max_msg) */
 	uint32_t max_frag;      /* payload bytes per fragment */
 	_Atomic int err;        /* sticky failure, 0 while healthy */
 	_Atomic bool peer_closed; /* CLOSE record seen or peer gone */
@@ -106,8 +107,10 @@ struct zl_ringchan {
 
 /* Set up rc after the transport filled link, tx, rx, the flag pointers and
  * publish_rpos; the ring's publish callback is routed through the core so
- * that it can wake a sender waiting for room. */
-void zl_ringchan_init(struct zl_ringchan *rc, const struct zl_opts *o, const char *transport);
+ * that it can wake a sender waiting for room. peer_max_msg: what the peer
+ * said it accepts (0: as much as we do). */
+void zl_ringchan_init(struct zl_ringchan *rc, const struct zl_opts *o, uint64_t peer_max_msg,
+		      const char *transport);
 
 /* Free the core's buffers (called by the transport's destroy). */
 void zl_ringchan_fini(struct zl_ringchan *rc);

@@ -299,3 +299,18 @@ int zl_memfd_check(int fd, size_t size)
 		return -EPROTO;
 	return 0;
 }
+
+int zl_check_peer_uid(int sock, int allow_other, const char *who, int32_t *pid)
+{
+	struct ucred cr;
+	socklen_t len = sizeof(cr);
+	if (getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cr, &len))
+		return -errno;
+	*pid = cr.pid;
+	if (!allow_other && cr.uid != geteuid()) {
+		ZL_LOG(ZL_LOG_ERROR, "%s: refusing peer pid %d with uid %u (we run as %u)", who,
+		       (int)cr.pid, (unsigned)cr.uid, (unsigned)geteuid());
+		return -EPERM;
+	}
+	return 0;
+}

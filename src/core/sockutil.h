@@ -31,6 +31,10 @@ int zl_send_fds(int sock, const void *buf, size_t len, const int *fds, int nfds)
  * fds truncated), or -errno. On error no fd is left open. */
 int zl_recv_fds(int sock, void *buf, size_t cap, size_t *got, int *fds, int maxfds,
 		int *nfds, int64_t deadline);
+/* The uid rule of shm and unix, root included: 0 if the peer of the unix
+ * socket runs as our effective uid or allow_other is set, else -EPERM (and
+ * a log line naming who); *pid gets the peer's pid. Or -errno. */
+int zl_check_peer_uid(int sock, int allow_other, const char *who, int32_t *pid);
 /* 1 if fd is an eventfd (so that writing it can never block). */
 int zl_is_eventfd(int fd);
 /* A memfd of size bytes sealed against shrinking and growing. fd or -errno. */

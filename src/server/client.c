@@ -35,7 +35,6 @@ struct zl_client {
 	uint8_t *flags_map;
 	size_t flags_len;
 	_Atomic uint8_t *flags;  /* our K flags */
-	int doorbell;
 	/* rdma: requests are built in rbuf (K slots, then K flag bytes) */
 	uint8_t *rbuf;
 	struct zl_rmem *rm;
@@ -48,14 +47,13 @@ struct zl_client {
 	size_t sbuf_cap;
 };
 
-static int mbox_attach(struct zl_client *c, const struct srv_welcome *w, int fds[3])
+static int mbox_attach(struct zl_client *c, const struct srv_welcome *w, int fds[2])
 {
 	c->flags_len = w->flags_len;
 	c->page_len = w->page_len;
 	if ((uint64_t)w->flag_base + w->slots > w->flags_len ||
 	    w->page_len < srv_page_len(w->slots, w->slot_size) ||
-	    zl_memfd_check(fds[0], c->flags_len) || zl_memfd_check(fds[1], c->page_len) ||
-	    !zl_is_eventfd(fds[2]) || fcntl(fds[2], F_SETFL, O_NONBLOCK))
+	    zl_memfd_check(fds[0], c->flags_len) || zl_memfd_check(fds[1], c->page_len))
 		return -EPROTO;
 	c->flags_map = mmap(NULL, c->flags_len, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
 	if (c->flags_map == MAP_FAILED) {
@@ -69,8 +67,6 @@ static int mbox_attach(struct zl_client *c, const struct srv_welcome *w, int fds
 		return -errno;
 	}
 	c->flags = (_Atomic uint8_t *)(c->flags_map + w->flag_base);
-	c->doorbell = fds[2];
-	fds[2] = -1;
 	c->asym = (w->flags & SRV_F_MEMBARRIER) && zl_membarrier_register();
 	return 0;
 }
@@ -94,10 +90,13 @@ static int welcome(struct zl_client *c, int64_t deadline, int64_t timeout_us)
 {
 	struct srv_welcome w;
 	size_t n = 0;
-	int fds[3] = { -1, -1, -1 }, nf = 0;
+	int fds[2] = { -1, -1 }, nf = 0;
 	int shm = zl_shm_sock(c->ch);
-	int r = shm >= 0 ? zl_recv_fds(shm, &w, sizeof(w), &n, fds, 3, &nf, deadline)
-			 : zl_recv(c->ch, &w, sizeof(w), &n, timeout_us);
+	int r;
+	do /* on shm, skip wake-up records that came before the welcome */
+		r = shm >= 0 ? zl_recv_fds(shm, &w, sizeof(w), &n, fds, 2, &nf, deadline)
+			     : zl_recv(c->ch, &w, sizeof(w), &n, timeout_us);
+	while (shm >= 0 && !r && n == 1 && nf == 0);
 	if (r == -EMSGSIZE || (!r && (n != sizeof(w) || w.magic != SRV_MAGIC ||
 				      w.size != sizeof(w) || w.version != SRV_VERSION)))
 		r = -EPROTO;
@@ -105,7 +104,7 @@ static int welcome(struct zl_client *c, int64_t deadline, int64_t timeout_us)
 		r = w.status < 0 && w.status > -4096 ? w.status : -EPROTO;
 	if (!r && (w.slots < 1 || w.slots > SRV_MAX_SLOTS || w.slot_size < 64 ||
 		   w.slot_size % 64 || w.slot_size > 65536 || !w.max_req ||
-		   ((w.flags & SRV_F_MBOX) != 0) != (shm >= 0) || (shm >= 0 && nf != 3) ||
+		   ((w.flags & SRV_F_MBOX) != 0) != (shm >= 0) || (shm >= 0 && nf != 2) ||
 		   ((w.flags & SRV_F_RMBOX) && shm >= 0)))
 		r = -EPROTO;
 	if (!r) {
@@ -139,7 +138,6 @@ ZL_API int zl_client_connect(const char *url, const struct zl_opts *opts, int64_
 	struct zl_client *c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
-	c->doorbell = -1;
 	int r = zl_connect(url, opts ? opts : &o, timeout_us, &c->ch);
 	if (!r) {
 		struct srv_hello h = { .magic = SRV_MAGIC, .version = SRV_VERSION,
@@ -170,8 +168,6 @@ ZL_API void zl_client_close(zl_client *c)
 		munmap(c->page, c->page_len);
 	if (c->flags_map)
 		munmap(c->flags_map, c->flags_len);
-	if (c->doorbell >= 0)
-		close(c->doorbell);
 	free(c->buf);
 	free(c->sbuf);
 	free(c);
@@ -200,11 +196,8 @@ static void ring_doorbell(struct zl_client *c)
 	else
 		atomic_thread_fence(memory_order_seq_cst);
 	if (atomic_load_explicit(&ctl->srv_sleeping, memory_order_relaxed) &&
-	    atomic_exchange_explicit(&ctl->srv_sleeping, 0, memory_order_relaxed)) {
-		uint64_t one = 1;
-		ssize_t r = write(c->doorbell, &one, sizeof(one));
-		(void)r; /* a full eventfd is readable anyway */
-	}
+	    atomic_exchange_explicit(&ctl->srv_sleeping, 0, memory_order_relaxed))
+		zl_shm_kick(c->ch); /* a full socket: the server has wake-ups queued */
 }
 
 /* A slot header's fields but the sequence number, which each caller

@@ -27,7 +27,9 @@
  * Sleeping (eventcount, as ringchan.c): the server sets srv_sleeping in
  * every shm client's page, fences, looks once more, and sleeps in epoll.
  * A client stores its flag, fences, and rings its doorbell if srv_sleeping
- * was set. With membarrier(2) registered on both sides the client's fence
+ * was set: a wake-up record on its channel's socket, which the server's
+ * epoll watches through the channel fd (no fd a client holds is ever one
+ * the server reads or writes). With membarrier(2) registered on both sides the client's fence
  * is a compiler barrier and the server's is a global membarrier. rdma
  * clients are armed through their channel (settle: a WRITE into the
  * client's memory) and poke the server after their flag WRITE; a flag
@@ -71,14 +73,9 @@ void srv_attach(struct zl_server *s, struct srv_client *cl)
 {
 	struct epoll_event e = { .events = EPOLLIN };
 	cl->t_chan = (struct ep_tag){ EP_CHAN, cl };
-	cl->t_bell = (struct ep_tag){ EP_DOORBELL, cl };
 	int fd = zl_channel_fd(cl->ch);
 	e.data.ptr = &cl->t_chan;
 	int r = fd < 0 ? fd : epoll_ctl(s->ep, EPOLL_CTL_ADD, fd, &e) ? -errno : 0;
-	if (!r && cl->kind == CL_MBOX) {
-		e.data.ptr = &cl->t_bell;
-		r = epoll_ctl(s->ep, EPOLL_CTL_ADD, cl->doorbell, &e) ? -errno : 0;
-	}
 	cl->next = s->clients;
 	cl->prev = NULL;
 	if (s->clients)
@@ -128,8 +125,6 @@ void srv_free_client(struct srv_client *cl)
 		srv_rmbox_free(cl, true);
 	else if (cl->page)
 		munmap(cl->page, cl->page_len);
-	if (cl->doorbell >= 0)
-		close(cl->doorbell);
 	if (cl->ch)
 		zl_close(cl->ch);
 	free(cl);
@@ -152,7 +147,6 @@ void srv_drop(struct srv_client *cl, const char *why, int err)
 	}
 	cl->dead = true;
 	ep_del(s, zl_channel_fd(cl->ch));
-	ep_del(s, cl->doorbell);
 	if (cl->next)
 		cl->next->prev = cl->prev;
 	if (cl->prev)
@@ -452,9 +446,9 @@ static int handle_events(struct zl_server *s, int timeout_ms)
 			else if (t->cl->bells)
 				served += chan_drain(t->cl);
 		} else if (t->kind == EP_CHAN && !t->cl->dead) {
+			/* a message, or a shm doorbell: the drain takes the wake-up
+			 * and the scan that follows finds the request */
 			served += chan_drain(t->cl);
-		} else if (t->kind == EP_DOORBELL && !t->cl->dead) {
-			srv_drain(t->cl->doorbell); /* the scan that follows finds the request */
 		}
 	}
 	return served;

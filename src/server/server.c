@@ -33,6 +33,9 @@ ZL_API void zl_server_opts_init(struct zl_server_opts *o)
 	o->max_req = 4u << 20;
 	o->spin_us = 50;
 	o->sweep_us = 1000;
+	o->max_queued = 8u << 20;
+	o->max_ring = 4u << 20;
+	o->max_handshakes = 64;
 }
 
 static int opts_ok(const struct zl_server_opts *o)
@@ -40,7 +43,9 @@ static int opts_ok(const struct zl_server_opts *o)
 	return o->slots >= 1 && o->slots <= SRV_MAX_SLOTS && o->slot_size >= 64 &&
 	       o->slot_size <= 65536 && o->slot_size % 64 == 0 && o->max_clients >= 1 &&
 	       o->max_clients <= 65536 && o->max_req >= 1 && o->max_req <= UINT32_MAX &&
-	       o->spin_us >= -1 && o->sweep_us > 0;
+	       o->spin_us >= -1 && o->sweep_us > 0 && o->max_queued > 0 &&
+	       o->max_ring >= 4096 && o->max_ring <= (1u << 30) && o->max_handshakes >= 1 &&
+	       o->max_handshakes <= 65536;
 }
 
 static int ep_add(int ep, int fd, struct ep_tag *t)
@@ -168,7 +173,6 @@ static struct srv_client *client_new(struct zl_server *s, zl_channel *ch)
 		return NULL;
 	cl->srv = s;
 	cl->ch = ch;
-	cl->doorbell = -1;
 	for (uint32_t k = 0; k < s->o.slots; k++) {
 		cl->req[k].cl = cl;
 		cl->req[k].slot = (uint16_t)k;
@@ -177,8 +181,8 @@ static struct srv_client *client_new(struct zl_server *s, zl_channel *ch)
 	return cl;
 }
 
-/* The shm mailbox: this client's page and doorbell; fds[1..2] for it. */
-static int mbox_setup(struct zl_server *s, struct srv_client *cl, int fds[3])
+/* The shm mailbox: this client's page; fds[1] for it. */
+static int mbox_setup(struct zl_server *s, struct srv_client *cl, int fds[2])
 {
 	cl->page_len = srv_page_len(s->o.slots, s->o.slot_size);
 	fds[0] = s->flags_fd;
@@ -191,9 +195,7 @@ static int mbox_setup(struct zl_server *s, struct srv_client *cl, int fds[3])
 		cl->page = NULL;
 		return -errno;
 	}
-	cl->doorbell = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	fds[2] = cl->doorbell;
-	return cl->doorbell < 0 ? -errno : 0;
+	return 0;
 }
 
 /* The rdma mailbox: this client's slots in our memory, and a window bound
@@ -285,7 +287,7 @@ static void admit(struct zl_server *s, zl_channel *ch)
 	struct srv_client *cl = client_new(s, ch);
 	uint32_t idx = 0;
 	uint64_t id = 0;
-	int fds[3] = { -1, -1, -1 };
+	int fds[2] = { -1, -1 };
 	bool rdma = !shm && ch->os && is_transport(ch, "rdma");
 	r = cl ? reserve_client(s, shm || rdma, &idx, &id) : -ENOMEM;
 	bool reserved = !r;
@@ -315,7 +317,7 @@ static void admit(struct zl_server *s, zl_channel *ch)
 	}
 	w.status = r;
 	w.client_id = id;
-	int sr = send_welcome(ch, shm, &w, fds, r ? 0 : 3);
+	int sr = send_welcome(ch, shm, &w, fds, r ? 0 : 2);
 	if (fds[1] >= 0)
 		close(fds[1]); /* the client has it; we keep the mapping */
 	if (!r && sr) {
@@ -380,8 +382,20 @@ ZL_API int zl_server_listen(zl_server *s, const char *url, const struct zl_opts 
 	struct zl_opts o;
 	zl_opts_init(&o);
 	o.ring_size = 64 * 1024; /* requests mostly travel in slots */
+	if (opts) {
+		if (opts->size < offsetof(struct zl_opts, reserved))
+			return -EINVAL;
+		memcpy(&o, opts, offsetof(struct zl_opts, reserved));
+	}
+	/* the budgets: nothing larger than a request comes in (a stream
+	 * buffers a frame as it arrives), no reply ring larger than max_ring */
+	uint64_t max_in = s->o.max_req + sizeof(struct srv_hdr);
+	if (o.max_msg > max_in)
+		o.max_msg = max_in;
+	if (o.max_peer_ring > s->o.max_ring)
+		o.max_peer_ring = s->o.max_ring;
 	zl_listener *l;
-	int r = zl_listen(url, opts ? opts : &o, &l);
+	int r = zl_listen(url, &o, &l);
 	if (r)
 		return r;
 	pthread_mutex_lock(&s->lock);

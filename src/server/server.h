@@ -48,7 +48,7 @@ struct backlog {
 };
 
 /* What an epoll event belongs to. */
-enum ep_kind { EP_ACCEPT, EP_STOP, EP_CHAN, EP_DOORBELL };
+enum ep_kind { EP_ACCEPT, EP_STOP, EP_CHAN };
 struct ep_tag {
 	enum ep_kind kind;
 	struct srv_client *cl;
@@ -68,12 +68,11 @@ struct srv_client {
 	struct backlog *bl_head, *bl_tail;
 	struct srv_client *next, *prev;  /* srv->clients */
 	struct srv_client *pnext;        /* srv->pending */
-	struct ep_tag t_chan, t_bell;
+	struct ep_tag t_chan;
 	/* CL_MBOX, CL_RMBOX */
 	uint32_t idx;        /* flags [idx*K, idx*K + K) */
 	uint8_t *page;       /* shm: a memfd mapping; rdma: our memory */
 	size_t page_len;
-	int doorbell;        /* shm */
 	struct zl_rmem *rm_slots, *rm_flags; /* rdma: its two ranges */
 	struct zl_win *w_slots, *w_flags; /* rdma: the client's windows */
 	const struct zl_onesided_ops *os;
@@ -95,7 +94,8 @@ struct zl_server {
 	struct srv_counters n;
 	_Atomic bool stop;
 	int stop_fd;   /* eventfd: zl_server_stop wakes the serving thread */
-	int ep;        /* epoll: accept queue, stop, client channels, doorbells */
+	int ep;        /* epoll: accept queue, stop, client channels (a shm
+	                * client's doorbell rings on its channel) */
 	struct ep_tag t_accept, t_stop;
 
 	/* shared with the acceptor thread, under lock */

@@ -5,8 +5,8 @@
  * Setup, after the transport's own handshake:
  *   client -> server  srv_hello, as the first channel message
  *   server -> client  srv_welcome: on shm over the rendezvous socket with
- *                     three fds (flag array memfd, the client's page memfd,
- *                     its doorbell eventfd); elsewhere as a channel message.
+ *                     two fds (flag array memfd, the client's page memfd);
+ *                     elsewhere as a channel message.
  *
  * On rdma the welcome is a channel message carrying two memory windows
  * bound to the client's queue pair: its K slots (in server memory) and its
@@ -22,8 +22,10 @@
  * A reply is a srv_rep and the reply bytes, always a channel message.
  *
  * The shm client page: a control line (srv_sleeping: set by the server
- * before it sleeps, so the client must wake it through its doorbell), then
- * K slots of slot_size bytes. Only this client and the server map it.
+ * before it sleeps, so the client must wake it through its doorbell, a
+ * wake-up record on the channel's socket), then K slots of slot_size
+ * bytes. Only this client and the server map it. No fd the server blocks
+ * on is ever passed to a client (a passed fd shares its file status flags).
  */
 #ifndef ZL_SRV_WIRE_H
 #define ZL_SRV_WIRE_H
@@ -32,7 +34,7 @@
 #include <stdint.h>
 
 #define SRV_MAGIC 0x56535a4cu /* "LZSV" */
-#define SRV_VERSION 2
+#define SRV_VERSION 3
 #define SRV_MAX_SLOTS 64
 
 struct srv_hello {
@@ -45,7 +47,7 @@ struct srv_hello {
 
 /* This process is registered for membarrier(2) (see ringchan.c). */
 #define SRV_F_MEMBARRIER 1u
-/* welcome: requests go into the mailbox (shm); three fds came along */
+/* welcome: requests go into the mailbox (shm); two fds came along */
 #define SRV_F_MBOX 2u
 /* welcome: requests go into the mailbox by RDMA WRITE (the two windows) */
 #define SRV_F_RMBOX 4u

@@ -4,15 +4,30 @@
  *
  * Rendezvous: an abstract SOCK_SEQPACKET socket "\0zipline/NAME" (no file,
  * nothing world-readable). Each side creates the ring it RECEIVES on (a
- * sealed memfd: a control page, then the ring) and two eventfds (wake me
- * for data, wake me for room), and sends them with its hello over
- * SCM_RIGHTS. The peer is checked with SO_PEERCRED. The socket stays open
- * as the liveness signal: EOF means the peer closed or died.
+ * sealed memfd: a control page, then the ring) and sends it with its hello
+ * over SCM_RIGHTS. The peer is checked with SO_PEERCRED: another uid is
+ * refused unless allow_other_uid says otherwise, root included.
  *
  * Everything received is checked before use: hello size, magic, version,
- * ring size, that the memfd has the promised size and can no longer shrink
- * (so the peer cannot make our accesses fault), and that the wake fds are
- * eventfds (so a write can never block).
+ * ring size (at most max_peer_ring: we map it and write into it), and that
+ * the memfd has the promised size and can no longer shrink (so the peer
+ * cannot make our accesses fault).
+ *
+ * Wake-ups (trust): nothing we block on may be shared with the peer. An fd
+ * passed over SCM_RIGHTS shares its file status flags, so a peer could clear
+ * O_NONBLOCK on it and make our read or write of it block for good. So the
+ * connected socket itself carries the wake-ups, as one-byte records: each
+ * end is its owner's own open file, and every call on it is MSG_DONTWAIT.
+ * The socket also stays the liveness signal (EOF or RDHUP: the peer closed
+ * or died).
+ *
+ * One socket serves two directions, and two threads may wait on one channel
+ * (a receiver for data, a sender for room). Whoever drains the socket
+ * forwards the other direction's records to a private eventfd (lfd[d], never
+ * passed to anyone), and a waiter for direction d polls the socket and
+ * lfd[d]: a wake-up drained by the other thread still reaches it. A peer
+ * that floods the socket gets EAGAIN-dropped wake-ups on its own channel
+ * only; our drains read a bounded number of records per call.
  */
 #include <fcntl.h>
 #include <poll.h>
@@ -34,16 +49,20 @@
 #include "sockutil.h"
 
 
+/* Records one drain reads at most: a peer cannot hold us in a drain. */
+#define DRAIN_MAX 64
+
 struct shm_side {
 	uint8_t *map;
 	size_t map_len;
-	int fd[NFDS]; /* memfd (closed after mmap), rx eventfd, tx eventfd */
+	int fd[NFDS]; /* memfd (closed after mmap) */
 };
 
 struct shm_chan {
 	struct zl_ringchan rc;
 	int sock;
 	int epfd;
+	int lfd[2]; /* private eventfds, by enum zl_dir: forwarded wake-ups */
 	struct shm_side me, peer;
 };
 
@@ -71,44 +90,64 @@ static int shm_arm(struct zl_ringchan *rc, enum zl_dir d)
 
 static int shm_wake(struct zl_ringchan *rc, enum zl_dir d)
 {
-	uint64_t one = 1;
-	ssize_t w = write(SC(rc)->peer.fd[d == ZL_DIR_RX ? FD_RX : FD_TX], &one, 8);
-	(void)w; /* EAGAIN: the counter is already nonzero, the peer will wake */
+	uint8_t tag = d == ZL_DIR_RX ? SHM_WAKE_RX : SHM_WAKE_TX;
+	ssize_t w = send(SC(rc)->sock, &tag, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+	(void)w; /* EAGAIN: wake-ups are queued, the peer will wake; EPIPE: gone */
 	return 0;
 }
 
-static void drain_fd(int fd)
+static void efd_drain(int fd)
 {
 	uint64_t v;
 	ssize_t r = read(fd, &v, 8);
 	(void)r;
 }
 
-static void shm_drain(struct zl_ringchan *rc) { drain_fd(SC(rc)->me.fd[FD_RX]); }
-
-/* The socket carries nothing after the handshake: readable means EOF or a
- * misbehaving peer, either way the channel is over. */
-static int sock_gone(int sock)
+/* Read the wake-ups queued on the socket (at most DRAIN_MAX), forward the
+ * other direction's to its private eventfd, and clear our own (d). */
+static void drain(struct shm_chan *c, enum zl_dir d)
 {
-	struct pollfd p = { .fd = sock, .events = POLLIN | POLLRDHUP };
-	return poll(&p, 1, 0) > 0 ? -ECONNRESET : 0;
+	bool fwd[2] = { false, false };
+	for (int i = 0; i < DRAIN_MAX; i++) {
+		uint8_t tag[8];
+		ssize_t n = recv(c->sock, tag, sizeof(tag), MSG_DONTWAIT);
+		if (n <= 0)
+			break; /* empty, or EOF: the liveness checks see that */
+		if (tag[0] == SHM_WAKE_RX || tag[0] == SHM_WAKE_TX)
+			fwd[tag[0] == SHM_WAKE_RX ? ZL_DIR_RX : ZL_DIR_TX] = true;
+	}
+	uint64_t one = 1;
+	enum zl_dir o = d == ZL_DIR_RX ? ZL_DIR_TX : ZL_DIR_RX;
+	if (fwd[o]) {
+		ssize_t w = write(c->lfd[o], &one, 8);
+		(void)w; /* a full counter is readable all the same */
+	}
+	efd_drain(c->lfd[d]);
 }
 
-static int shm_alive(struct zl_ringchan *rc) { return sock_gone(SC(rc)->sock); }
+static void shm_drain(struct zl_ringchan *rc) { drain(SC(rc), ZL_DIR_RX); }
+
+/* RDHUP or HUP on the socket: the peer closed, died or shut it down. */
+static bool hung_up(short revents) { return revents & (POLLRDHUP | POLLHUP | POLLERR); }
+
+static int shm_alive(struct zl_ringchan *rc)
+{
+	struct pollfd p = { .fd = SC(rc)->sock, .events = POLLRDHUP };
+	return poll(&p, 1, 0) > 0 && hung_up(p.revents) ? -ECONNRESET : 0;
+}
 
 static int shm_sleep(struct zl_ringchan *rc, enum zl_dir d, int64_t deadline)
 {
 	struct shm_chan *c = SC(rc);
-	int efd = c->me.fd[d == ZL_DIR_RX ? FD_RX : FD_TX];
 	struct pollfd p[2] = {
-		{ .fd = efd, .events = POLLIN },
 		{ .fd = c->sock, .events = POLLIN | POLLRDHUP },
+		{ .fd = c->lfd[d], .events = POLLIN },
 	};
 	int n = poll(p, 2, zl_poll_ms(deadline));
-	if (n > 0 && p[1].revents)
+	if (n > 0 && hung_up(p[0].revents))
 		return -ECONNRESET;
-	if (n > 0 && p[0].revents)
-		drain_fd(efd);
+	if (n > 0)
+		drain(c, d);
 	return 0;
 }
 
@@ -120,10 +159,10 @@ static int shm_fd(struct zl_ringchan *rc)
 	int ep = epoll_create1(EPOLL_CLOEXEC);
 	if (ep < 0)
 		return -errno;
-	struct epoll_event e1 = { .events = EPOLLIN, .data.fd = c->me.fd[FD_RX] };
-	struct epoll_event e2 = { .events = EPOLLIN | EPOLLRDHUP, .data.fd = c->sock };
-	if (epoll_ctl(ep, EPOLL_CTL_ADD, c->me.fd[FD_RX], &e1) ||
-	    epoll_ctl(ep, EPOLL_CTL_ADD, c->sock, &e2)) {
+	struct epoll_event e1 = { .events = EPOLLIN | EPOLLRDHUP, .data.fd = c->sock };
+	struct epoll_event e2 = { .events = EPOLLIN, .data.fd = c->lfd[ZL_DIR_RX] };
+	if (epoll_ctl(ep, EPOLL_CTL_ADD, c->sock, &e1) ||
+	    epoll_ctl(ep, EPOLL_CTL_ADD, c->lfd[ZL_DIR_RX], &e2)) {
 		int e = -errno;
 		close(ep);
 		return e;
@@ -148,6 +187,9 @@ static void shm_destroy(struct zl_ringchan *rc)
 	zl_ringchan_fini(rc);
 	side_free(&c->me);
 	side_free(&c->peer);
+	for (int i = 0; i < 2; i++)
+		if (c->lfd[i] >= 0)
+			close(c->lfd[i]);
 	if (c->epfd >= 0)
 		close(c->epfd);
 	if (c->sock >= 0)
@@ -182,10 +224,18 @@ static struct shm_chan *chan_new(int sock)
 	c->epfd = -1;
 	for (int i = 0; i < NFDS; i++)
 		c->me.fd[i] = c->peer.fd[i] = -1;
+	c->lfd[0] = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	c->lfd[1] = c->lfd[0] < 0 ? -1 : eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (c->lfd[1] < 0) {
+		if (c->lfd[0] >= 0)
+			close(c->lfd[0]);
+		free(c);
+		return NULL;
+	}
 	return c;
 }
 
-/* Create the ring we receive on, and our wake fds. */
+/* Create the ring we receive on. */
 static int side_create(struct shm_side *s, uint32_t ring_size)
 {
 	s->map_len = CTL_SIZE + (size_t)ring_size;
@@ -198,10 +248,6 @@ static int side_create(struct shm_side *s, uint32_t ring_size)
 		s->map = NULL;
 		return -errno;
 	}
-	s->fd[FD_RX] = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	s->fd[FD_TX] = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (s->fd[FD_RX] < 0 || s->fd[FD_TX] < 0)
-		return -errno;
 	return 0;
 }
 
@@ -214,11 +260,6 @@ static int side_adopt(struct shm_side *s, const struct shm_hello *h)
 		       s->map_len);
 		return -EPROTO;
 	}
-	for (int i = FD_RX; i <= FD_TX; i++)
-		if (!zl_is_eventfd(s->fd[i]) || fcntl(s->fd[i], F_SETFL, O_NONBLOCK)) {
-			ZL_LOG(ZL_LOG_ERROR, "shm: peer's wake fd is not an eventfd");
-			return -EPROTO;
-		}
 	s->map = mmap(NULL, s->map_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE,
 		      s->fd[FD_MEM], 0);
 	if (s->map == MAP_FAILED) {
@@ -236,11 +277,18 @@ static int send_hello(int sock, const struct shm_hello *h, const int *fds, int n
 }
 
 /* Receive a hello and exactly NFDS fds (or none, for a refusal). */
-static int recv_hello(int sock, struct shm_hello *h, int *fds, int64_t deadline)
+static int recv_hello(int sock, const struct zl_opts *o, struct shm_hello *h, int *fds,
+		      int64_t deadline)
 {
 	size_t got = 0;
-	int nf = 0;
-	int r = zl_recv_fds(sock, h, sizeof(*h), &got, fds, NFDS, &nf, deadline);
+	int nf = 0, all[NFDS + 1]; /* one more, to tell extra fds apart */
+	int r = zl_recv_fds(sock, h, sizeof(*h), &got, all, NFDS + 1, &nf, deadline);
+	for (int i = 0; i < nf; i++) {
+		if (i < NFDS)
+			fds[i] = all[i]; /* the caller closes them */
+		else
+			close(all[i]);
+	}
 	if (r == -EPROTO)
 		ZL_LOG(ZL_LOG_ERROR, "shm: truncated handshake");
 	if (r)
@@ -249,9 +297,9 @@ static int recv_hello(int sock, struct shm_hello *h, int *fds, int64_t deadline)
 		ZL_LOG(ZL_LOG_ERROR, "shm: malformed handshake (%zu bytes)", got);
 		return -EPROTO;
 	}
-	if (h->version != ZL_PROTO_VERSION) {
+	if (h->version != SHM_VERSION) {
 		ZL_LOG(ZL_LOG_ERROR, "shm: peer speaks protocol %u, we speak %u", h->version,
-		       ZL_PROTO_VERSION);
+		       SHM_VERSION);
 		return -EPROTO;
 	}
 	if (h->status)
@@ -262,20 +310,10 @@ static int recv_hello(int sock, struct shm_hello *h, int *fds, int64_t deadline)
 		       h->ring_size, nf);
 		return -EPROTO;
 	}
-	return 0;
-}
-
-static int check_peer_cred(int sock, const struct zl_opts *o, int32_t *pid)
-{
-	struct ucred cr;
-	socklen_t len = sizeof(cr);
-	if (getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cr, &len))
-		return -errno;
-	*pid = cr.pid;
-	if (!o->allow_other_uid && cr.uid != geteuid() && geteuid() != 0) {
-		ZL_LOG(ZL_LOG_ERROR, "shm: refusing peer pid %d with uid %u", (int)cr.pid,
-		       (unsigned)cr.uid);
-		return -EPERM;
+	if (h->ring_size > o->max_peer_ring) {
+		ZL_LOG(ZL_LOG_ERROR, "shm: refusing a peer ring of %u bytes (max_peer_ring %u)",
+		       h->ring_size, o->max_peer_ring);
+		return -EMSGSIZE;
 	}
 	return 0;
 }
@@ -284,7 +322,7 @@ static void make_hello(struct shm_hello *h, const struct zl_opts *o, uint64_t ke
 {
 	memset(h, 0, sizeof(*h));
 	h->magic = SHM_MAGIC;
-	h->version = ZL_PROTO_VERSION;
+	h->version = SHM_VERSION;
 	h->hello_size = sizeof(*h);
 	h->status = status;
 	h->ring_size = o->ring_size;
@@ -319,7 +357,7 @@ static void chan_setup(struct shm_chan *c, const struct zl_opts *o, uint64_t my_
 	rc->peer_rx_sleeping = &theirs->rx_sleeping;
 	rc->peer_tx_sleeping = &mine->tx_sleeping;
 	rc->publish_rpos = shm_publish;
-	zl_ringchan_init(rc, o, "shm");
+	zl_ringchan_init(rc, o, peer->max_msg, "shm");
 	rc->stats.peer_pid = pid;
 	rc->asym = zl_membarrier_register() && (peer->flags & SHM_F_MEMBARRIER);
 }
@@ -336,7 +374,7 @@ static int handshake(int sock, const struct zl_opts *o, bool connector, int64_t 
 	struct shm_hello mine, theirs;
 	uint64_t key = 0;
 	int32_t pid = -1;
-	int r = check_peer_cred(sock, o, &pid);
+	int r = zl_check_peer_uid(sock, o->allow_other_uid, "shm", &pid);
 	if (!r)
 		r = random_key(&key);
 	if (!r)
@@ -345,11 +383,11 @@ static int handshake(int sock, const struct zl_opts *o, bool connector, int64_t 
 	if (!r && connector)
 		r = send_hello(sock, &mine, c->me.fd, NFDS);
 	if (!r)
-		r = recv_hello(sock, &theirs, c->peer.fd, deadline);
+		r = recv_hello(sock, o, &theirs, c->peer.fd, deadline);
 	if (!r)
 		r = side_adopt(&c->peer, &theirs);
 	if (!connector) { /* answer with our fds, or with the reason we refuse */
-		make_hello(&mine, o, key, r == -EPERM ? -EPERM : r ? -EPROTO : 0);
+		make_hello(&mine, o, key, r == -EPERM || r == -EMSGSIZE ? r : r ? -EPROTO : 0);
 		int s = send_hello(sock, &mine, c->me.fd, r ? 0 : NFDS);
 		r = r ? r : s;
 	}
@@ -485,4 +523,11 @@ int zl_shm_sock(const zl_channel *ch)
 	    ((const struct zl_ringchan *)ch)->link != &shm_link)
 		return -EINVAL;
 	return ((const struct shm_chan *)ch)->sock;
+}
+
+int zl_shm_kick(zl_channel *ch)
+{
+	if (zl_shm_sock(ch) < 0)
+		return -EINVAL;
+	return shm_wake((struct zl_ringchan *)ch, ZL_DIR_RX);
 }

@@ -1,12 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /* The shm:// handshake: one SOCK_SEQPACKET message each way, carrying the
- * sender's receive ring (a sealed memfd) and wake eventfds over SCM_RIGHTS. */
+ * sender's receive ring (a sealed memfd) over SCM_RIGHTS. After it, the same
+ * socket carries wake-ups: one-byte records, SHM_WAKE_RX or SHM_WAKE_TX. */
 #ifndef ZL_SHM_WIRE_H
 #define ZL_SHM_WIRE_H
 
 #include <stdint.h>
 
 #define SHM_MAGIC 0x4d534c5au /* "ZLSM" */
+/* 2: wake-ups travel on the socket, the hello carries only the memfd
+ * (version 1 passed eventfds, whose file status flags the peer shared). */
+#define SHM_VERSION 2
 #define CTL_SIZE 4096u
 
 struct shm_ctl {
@@ -34,7 +38,12 @@ struct shm_hello {
  * use line grain when the peer says so too; we always do. */
 #define SHM_F_LINES 2u
 
-/* The fds of a hello, in this order. */
-enum { FD_MEM, FD_RX, FD_TX, NFDS };
+/* The fds of a hello. */
+enum { FD_MEM, NFDS };
+
+/* Wake-up records on the socket: wake the receiver of the side that reads
+ * it (data arrived), or its sender (room appeared). */
+#define SHM_WAKE_RX 1
+#define SHM_WAKE_TX 2
 
 #endif

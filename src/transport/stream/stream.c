@@ -51,7 +51,7 @@ struct schan {
 	bool busy_poll;
 	int64_t spin_us;
 	uint64_t max_msg;	/* incoming frame limit (ours) */
-	uint64_t send_max;	/* outgoing limit: min(ours, peer's, u32) */
+	uint64_t send_max;	/* outgoing limit: min(peer's max_msg, u32) */
 	int32_t peer_pid;
 	atomic_int err;		/* 0, -ECONNRESET (peer gone) or -EPIPE (failed) */
 
@@ -604,7 +604,7 @@ int zl_stream_chan_new(int fd, bool is_unix, const struct zl_opts *o, uint64_t p
 	c->busy_poll = o->busy_poll != 0;
 	c->spin_us = o->spin_us;
 	c->max_msg = o->max_msg;
-	c->send_max = o->max_msg < peer_max_msg ? o->max_msg : peer_max_msg;
+	c->send_max = peer_max_msg; /* max_msg limits what each side accepts */
 	if (c->send_max > UINT32_MAX)
 		c->send_max = UINT32_MAX;
 	c->rcap = RBUF_SIZE;

@@ -19,6 +19,9 @@
 
 #define ZL_STREAM_MAGIC "ZLST"
 #define ZL_STREAM_HELLO_LEN 16
+/* hello flag: unix, the sender refuses us (another uid); the connection
+ * closes after this hello */
+#define ZL_STREAM_F_EPERM 1u
 
 /* Wrap a connected, nonblocking socket whose handshake is done. Takes fd
  * (closes it on failure). */

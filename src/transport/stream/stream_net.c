@@ -53,7 +53,8 @@ static const char *name(bool is_unix) { return is_unix ? "unix" : "tcp"; }
 static int check_params(const struct zl_url *u)
 {
 	static const char *const core[] = { "ring", "max_msg", "spin_us", "busy_poll",
-					    "rpos_every", "handshake_timeout_us" };
+					    "rpos_every", "handshake_timeout_us",
+					    "max_peer_ring" };
 	for (int i = 0; i < u->nparams; i++) {
 		size_t k = 0;
 		while (k < sizeof(core) / sizeof(core[0]) && strcmp(core[k], u->params[i].key))
@@ -111,14 +112,20 @@ static int setup(int fd, bool is_unix, const struct zl_opts *o, int64_t deadline
 		int one = 1;
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	}
+	int32_t pid;
+	int refuse = is_unix ? zl_check_peer_uid(fd, o->allow_other_uid, "unix", &pid) : 0;
 	uint8_t me[ZL_STREAM_HELLO_LEN], peer[ZL_STREAM_HELLO_LEN] = { 0 };
-	uint16_t ver = htole16(ZL_PROTO_VERSION), flags = 0;
+	uint16_t ver = htole16(ZL_PROTO_VERSION), flags = htole16(refuse ? ZL_STREAM_F_EPERM : 0);
 	uint64_t max = htole64(o->max_msg);
 	memcpy(me, ZL_STREAM_MAGIC, 4);
 	memcpy(me + 4, &ver, 2);
 	memcpy(me + 6, &flags, 2);
 	memcpy(me + 8, &max, 8);
 	int rc = xfer(fd, me, sizeof(me), deadline, true);
+	if (refuse) { /* the hello told the peer why */
+		close(fd);
+		return refuse;
+	}
 	if (rc == -ENOTCONN)
 		rc = 0; /* the peer already left, but what it sent may be queued */
 	if (!rc)
@@ -136,10 +143,15 @@ static int setup(int fd, bool is_unix, const struct zl_opts *o, int64_t deadline
 		       name(is_unix));
 	} else if (!rc) {
 		memcpy(&ver, peer + 4, 2);
+		memcpy(&flags, peer + 6, 2);
 		memcpy(&max, peer + 8, 8);
 		ver = le16toh(ver);
 		max = le64toh(max);
-		if (ver != ZL_PROTO_VERSION) {
+		if (ver == ZL_PROTO_VERSION && (le16toh(flags) & ZL_STREAM_F_EPERM)) {
+			ZL_LOG(ZL_LOG_ERROR, "%s handshake: the peer refuses us: we run as "
+			       "another user", name(is_unix));
+			rc = -EPERM;
+		} else if (ver != ZL_PROTO_VERSION) {
 			ZL_LOG(ZL_LOG_ERROR, "%s handshake: peer speaks protocol version %u, "
 			       "we speak %u", name(is_unix), ver, ZL_PROTO_VERSION);
 			rc = -EPROTO;

@@ -692,7 +692,8 @@ static int parse_params(const struct zl_url *u, struct rd_params *p)
 	p->gid_index = -1;
 	p->order = -1;
 	static const char *const core_keys[] = { "ring", "max_msg", "spin_us", "busy_poll",
-						 "rpos_every", "handshake_timeout_us" };
+						 "rpos_every", "handshake_timeout_us",
+					    "max_peer_ring" };
 	for (int i = 0; i < u->nparams; i++) {
 		const char *k = u->params[i].key, *val = u->params[i].val;
 		char *end;
@@ -811,7 +812,7 @@ static int modify_qp(struct rd_chan *v, const struct rd_params *p, int gid_index
 	return 0;
 }
 
-static int check_info(const struct rd_info *i)
+static int check_info(const struct rd_info *i, const struct zl_opts *o)
 {
 	if (i->magic != RD_MAGIC || i->info_size != sizeof(*i)) {
 		ZL_LOG(ZL_LOG_ERROR, "rdma: malformed handshake");
@@ -829,6 +830,11 @@ static int check_info(const struct rd_info *i)
 	    i->qpn == 0 || i->qpn > 0xffffff) {
 		ZL_LOG(ZL_LOG_ERROR, "rdma: handshake with bad parameters");
 		return -EPROTO;
+	}
+	if (i->ring_size > o->max_peer_ring) { /* we would stage a copy of it */
+		ZL_LOG(ZL_LOG_ERROR, "rdma: refusing a peer ring of %u bytes (max_peer_ring %u)",
+		       i->ring_size, o->max_peer_ring);
+		return -EMSGSIZE;
 	}
 	return 0;
 }
@@ -904,7 +910,7 @@ static int setup(struct rd_chan *v, const struct rd_params *p, const struct zl_o
 	if ((r = zl_write_full(v->sock, &me, sizeof(me), deadline)) ||
 	    (r = zl_read_full(v->sock, &v->peer, sizeof(v->peer), deadline)))
 		return r == -ECONNRESET ? -EPROTO : r;
-	if ((r = check_info(&v->peer)))
+	if ((r = check_info(&v->peer, o)))
 		return r;
 	v->tx_mode = v->peer.mode;
 	v->rx_mode = my_mode;
@@ -946,7 +952,7 @@ static int setup(struct rd_chan *v, const struct rd_params *p, const struct zl_o
 	rc->peer_rx_sleeping = &v->ctl->rx_sleeping;
 	rc->peer_tx_sleeping = &v->ctl->tx_sleeping;
 	rc->publish_rpos = rd_publish;
-	zl_ringchan_init(rc, o, "rdma");
+	zl_ringchan_init(rc, o, v->peer.max_msg, "rdma");
 	rc->base.os = &rd_onesided;
 	snprintf(rc->stats.mode, sizeof(rc->stats.mode), "%s", mode_name[my_mode]);
 	return 0;
