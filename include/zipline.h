@@ -383,6 +383,11 @@ struct zl_server_info {
 	uint64_t recovered;       /* requests found by the sweep, not a flag */
 	uint64_t sleeps;          /* times the serving thread slept */
 	uint64_t per_type[256];   /* requests served per type */
+	uint64_t paused;          /* times a client was paused: more than
+	                             max_queued bytes of replies it does not read */
+	uint64_t handshakes_failed; /* new clients dropped in their handshake:
+	                             malformed, refused, too slow, or displaced
+	                             by newer ones past max_handshakes */
 };
 
 /* Fill *info. 0 or -EINVAL. */

@@ -97,6 +97,19 @@ struct zl_channel {
 
 struct zl_listener_ops {
 	int (*accept)(zl_listener *l, int64_t timeout_us, zl_channel **out);
+	/* Accepting many peers at once without waiting on any (zl_server),
+	 * as accept in three steps:
+	 * take: the next connection's socket, before any handshake: an fd,
+	 *   -EAGAIN (none pending) or -errno.
+	 * ready: 1 once the peer's first handshake message is wholly buffered
+	 *   on fd, so that finish need not wait for it; 0 not yet;
+	 *   -ECONNRESET (the peer left).
+	 * finish: the handshake on a ready fd; takes fd (closed on failure);
+	 *   0 or the errors of accept. Only rdma's waits on the peer again
+	 *   (its queue pairs' ready message), up to handshake_timeout_us. */
+	int (*take)(zl_listener *l);
+	int (*ready)(zl_listener *l, int fd);
+	int (*finish)(zl_listener *l, int fd, zl_channel **out);
 	int (*fd)(const zl_listener *l);
 	int (*url)(const zl_listener *l, char *buf, size_t cap);
 	void (*close)(zl_listener *l);

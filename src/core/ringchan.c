@@ -222,19 +222,20 @@ static int wait_for(struct zl_ringchan *rc, enum zl_dir d, int64_t *dl, cond_fn 
 	if (*dl == 0) {
 		if (d == ZL_DIR_RX) {
 			zl_ring_rx_flush_rpos(&rc->rx);
-			if (rc->fd_mode) { /* make the fd fire on the next record */
+			/* make the fd fire on the next record; in manual mode the
+			 * owner drains and arms (settle) before it sleeps */
+			if (rc->fd_mode && !rc->manual_arm) {
 				rc->link->drain(rc);
-				if (!rc->manual_arm) {
-					if ((r = rc->link->arm(rc, d)))
-						return fail(rc, r);
-					slow_fence(rc);
-				}
+				if ((r = rc->link->arm(rc, d)))
+					return fail(rc, r);
+				slow_fence(rc);
 				if ((r = cond(rc, arg)) != -EAGAIN)
 					return r;
 			}
 		}
-		/* fd mode: a dead peer keeps the fd readable, so look every time */
-		if (rc->fd_mode || ++rc->ops_since_check >= ALIVE_EVERY_OPS) {
+		/* fd mode: a dead peer keeps the fd readable, so look every time
+		 * (in manual mode the owner's settle looks) */
+		if ((rc->fd_mode && !rc->manual_arm) || ++rc->ops_since_check >= ALIVE_EVERY_OPS) {
 			rc->ops_since_check = 0;
 			if (check_alive(rc))
 				return cond(rc, arg);

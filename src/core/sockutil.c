@@ -112,6 +112,39 @@ int zl_tcp_connect(const char *host, const char *port, int64_t deadline)
 	return r;
 }
 
+int zl_sock_take(int lfd, int tcp)
+{
+	for (;;) {
+		int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd >= 0) {
+			int one = 1;
+			if (tcp)
+				setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+			return fd;
+		}
+		if (errno == EAGAIN || errno == EWOULDBLOCK)
+			return -EAGAIN;
+		if (errno != EINTR && errno != ECONNABORTED)
+			return -errno;
+	}
+}
+
+int zl_sock_ready(int fd, size_t need, const void *magic, size_t mlen)
+{
+	uint8_t buf[512];
+	if (need > sizeof(buf))
+		need = sizeof(buf);
+	ssize_t n = recv(fd, buf, need, MSG_PEEK | MSG_DONTWAIT);
+	if (n == 0)
+		return -ECONNRESET;
+	if (n < 0)
+		return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? 0 : -ECONNRESET;
+	size_t m = (size_t)n < mlen ? (size_t)n : mlen;
+	if ((size_t)n >= need || (magic && memcmp(buf, magic, m)))
+		return 1;
+	return 0;
+}
+
 int zl_tcp_accept(int lfd, int64_t deadline)
 {
 	for (;;) {

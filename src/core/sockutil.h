@@ -13,6 +13,14 @@ int zl_tcp_listen(const char *host, const char *port);
 int zl_tcp_connect(const char *host, const char *port, int64_t deadline);
 /* Accept one connection within the deadline; fd or -errno. */
 int zl_tcp_accept(int lfd, int64_t deadline);
+/* Take one pending connection without waiting: a nonblocking fd (tcp:
+ * TCP_NODELAY too), -EAGAIN when none is pending, or -errno. */
+int zl_sock_take(int lfd, int tcp);
+/* Whether a peer's first handshake message of need bytes is wholly
+ * buffered on fd (peeked, nothing consumed): 1 yes, or the bytes there
+ * already differ from magic (mlen bytes; the handshake then fails at
+ * once); 0 not yet; -ECONNRESET the peer left. */
+int zl_sock_ready(int fd, size_t need, const void *magic, size_t mlen);
 /* Write / read exactly len bytes before the deadline.
  * 0, -ETIMEDOUT, -ECONNRESET (EOF), or -errno. */
 int zl_write_full(int fd, const void *buf, size_t len, int64_t deadline);

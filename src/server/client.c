@@ -299,19 +299,20 @@ ZL_API int zl_call_send(zl_client *c, int type, const void *req, size_t len,
 		if (len)
 			memcpy(slot + sizeof(struct srv_hdr), req, len);
 		r = announce_rdma(c, k, (uint8_t)type, 0, len);
-	} else if (c->rmbox) {
-		/* The doorbell first: the server reads an rdma client's channel
-		 * only after a doorbell (serve.c), and a message larger than its
-		 * ring needs it reading. Once the doorbell is out, a failed send
-		 * leaves the server waiting for that message: the connection is
-		 * done. */
-		r = announce_rdma(c, k, (uint8_t)type, SRV_F_CHAN, len);
+	} else if (c->rmbox || c->mbox) {
+		/* The doorbell first: the server reads a mailbox client's
+		 * channel after a doorbell (serve.c), without a wake-up per
+		 * message, and a message larger than its ring needs it reading.
+		 * Once the doorbell is out, a failed send leaves the server
+		 * waiting for that message: the connection is done. */
+		if (c->rmbox)
+			r = announce_rdma(c, k, (uint8_t)type, SRV_F_CHAN, len);
+		else
+			announce(c, k, (uint8_t)type, SRV_F_CHAN, len);
 		if (!r && (r = send_msg(c, k, (uint8_t)type, req, len, timeout_us)))
 			c->err = -ECONNRESET;
 	} else {
 		r = send_msg(c, k, (uint8_t)type, req, len, timeout_us);
-		if (!r && c->mbox) /* then a doorbell only */
-			announce(c, k, (uint8_t)type, SRV_F_CHAN, len);
 	}
 	if (r) {
 		c->seq[k]--; /* nothing went out */

@@ -5,7 +5,11 @@
  * the client's channel when it fits (reserve + commit: one copy); else it
  * is sent with timeout 0, and what does not fit now is queued on the
  * client and pushed out by later rounds. A client has at most K requests
- * open, so its queue holds at most K replies.
+ * open, but a reply queued frees its slot, so a client that never reads
+ * could grow its queue without end: once it holds more than max_queued
+ * bytes the server takes no more of that client's requests (srv_pause)
+ * until the queue has gone out. The queue then holds at most max_queued
+ * plus the replies of the K requests already taken.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -87,7 +91,10 @@ static int queue_reply(struct srv_client *cl, const uint8_t *msg, size_t n)
 	else
 		cl->bl_head = b;
 	cl->bl_tail = b;
+	cl->queued += n;
 	list_pending(cl);
+	if (cl->queued > cl->srv->o.max_queued && !cl->paused)
+		srv_pause(cl, true);
 	return 0;
 }
 
@@ -237,6 +244,7 @@ void srv_push_pending(struct zl_server *s)
 			cl->bl_head = b->next;
 			if (!cl->bl_head)
 				cl->bl_tail = NULL;
+			cl->queued -= b->len;
 			free(b);
 			r = zl_flush(cl->ch, 0); /* the send may have kept a tail */
 		}
@@ -247,6 +255,8 @@ void srv_push_pending(struct zl_server *s)
 		if (!r && !cl->bl_head) { /* all gone out */
 			*pp = cl->pnext;
 			cl->listed_pending = false;
+			if (cl->paused)
+				srv_pause(cl, false);
 			continue;
 		}
 		pp = &cl->pnext;

@@ -67,6 +67,7 @@ static void ep_del(struct zl_server *s, int fd)
 
 static int chan_drain(struct srv_client *cl);
 static int sweep_client(struct srv_client *cl);
+static int take_slot(struct srv_client *cl, uint32_t k, bool *valid);
 static void rflags_look(struct srv_client *cl);
 
 void srv_attach(struct zl_server *s, struct srv_client *cl)
@@ -108,7 +109,7 @@ void srv_attach(struct zl_server *s, struct srv_client *cl)
 			rflags_look(cl); /* requests sent before we knew the client */
 		return;
 	}
-	chan_drain(cl); /* a receive that finds nothing arms the fd */
+	chan_drain(cl); /* messages sent before we knew the client */
 	if (cl->kind == CL_MBOX)
 		sweep_client(cl); /* requests sent before we knew the client */
 }
@@ -162,6 +163,7 @@ void srv_drop(struct srv_client *cl, const char *why, int err)
 	}
 	CNT_ADD(s, clients, -1);
 	s->nmore -= cl->more;
+	s->npartial -= cl->partial;
 	s->nbells -= cl->bells;
 	if (cl->kind == CL_RMBOX)
 		srv_rmbox_free(cl, false); /* no more writes from it */
@@ -205,6 +207,47 @@ void srv_bury(struct zl_server *s)
 	}
 }
 
+/* A paused client's channel leaves epoll (a readable stream would keep
+ * the loop from sleeping) and its slots are not taken; on resume the
+ * channel is drained and the slots swept again. */
+void srv_pause(struct srv_client *cl, bool pause)
+{
+	struct zl_server *s = cl->srv;
+	if (cl->dead || cl->paused == pause)
+		return;
+	cl->paused = pause;
+	int fd = zl_channel_fd(cl->ch);
+	if (pause) {
+		if (!cl->warned)
+			ZL_LOG(ZL_LOG_WARN, "server: pausing client %llu: %llu bytes of replies "
+			       "queued that it does not read (max_queued %llu)",
+			       (unsigned long long)cl->id, (unsigned long long)cl->queued,
+			       (unsigned long long)s->o.max_queued);
+		cl->warned = true;
+		CNT_ADD(s, paused, 1);
+		ep_del(s, fd);
+		return;
+	}
+	struct epoll_event e = { .events = EPOLLIN, .data.ptr = &cl->t_chan };
+	if (fd < 0 || epoll_ctl(s->ep, EPOLL_CTL_ADD, fd, &e)) {
+		srv_drop(cl, "cannot watch the client", fd < 0 ? fd : -errno);
+		return;
+	}
+	if (!cl->more) { /* look at its channel again next round */
+		cl->more = true;
+		s->nmore++;
+	}
+	uint64_t held = cl->held; /* taking one may pause it again */
+	cl->held = 0;
+	for (uint32_t k = 0; k < s->o.slots && !cl->dead; k++) {
+		bool valid;
+		if (held & (1ull << k))
+			take_slot(cl, k, &valid);
+	}
+	if (cl->kind == CL_MBOX && !cl->dead)
+		sweep_client(cl);
+}
+
 /* ---- requests from the mailbox ----------------------------------------- */
 
 /* Take slot k's request if its header holds the expected sequence number.
@@ -214,6 +257,11 @@ static int take_slot(struct srv_client *cl, uint32_t k, bool *valid)
 {
 	struct zl_server *s = cl->srv;
 	struct zl_req *rq = &cl->req[k];
+	if (cl->paused) { /* taken when it resumes (srv_pause) */
+		cl->held |= 1ull << k;
+		*valid = true;
+		return 0;
+	}
 	struct srv_hdr *h = slot_hdr(cl, k);
 	uint32_t seq = atomic_load_explicit(&h->seq, memory_order_acquire);
 	/* Only the owner writes its page: from here on a bad field is its
@@ -223,7 +271,7 @@ static int take_slot(struct srv_client *cl, uint32_t k, bool *valid)
 		*valid = seq == rq->seq || seq + 1 == rq->seq; /* maybe taken already */
 		if (!*valid || rq->state != REQ_IDLE || seq != rq->seq || rq->bell)
 			return 0;
-		if (cl->kind == CL_RMBOX) { /* the message comes after its doorbell */
+		if (cl->kind != CL_STREAM) { /* the message comes after its doorbell */
 			rq->bell = true;
 			cl->bells++;
 			s->nbells++;
@@ -384,13 +432,16 @@ static int chan_request(struct srv_client *cl, const uint8_t *p, size_t n)
 /* Serve the messages waiting on a client's channel, at most K per call so
  * that one client cannot hold the thread. If it stops at K, more may wait
  * in the channel's buffer, where epoll cannot see them: the client is
- * marked to be drained again next round. */
+ * marked to be drained again next round. A client whose fragmented message
+ * is half in is polled every round too (partial), and armed before the
+ * server sleeps: ring channels are in manual mode (the acceptor settled
+ * them), so an empty look does not ask the peer for a wake-up. */
 static int chan_drain(struct srv_client *cl)
 {
 	struct zl_server *s = cl->srv;
 	int served = 0;
-	bool more = true;
-	for (uint32_t i = 0; i < s->o.slots && !cl->dead; i++) {
+	bool more = !cl->paused, partial = false;
+	for (uint32_t i = 0; i < s->o.slots && !cl->dead && !cl->paused; i++) {
 		if (cl->kind == CL_RMBOX && !cl->bells) {
 			more = false; /* the rest waits for its doorbells */
 			break;
@@ -408,6 +459,8 @@ static int chan_drain(struct srv_client *cl)
 		}
 		if (r == -EAGAIN) {
 			more = false;
+			/* a fragmented message half in a ring (epoll sees streams) */
+			partial = !peeked && cl->ch->ops->settle;
 			break;
 		}
 		if (r) {
@@ -421,6 +474,10 @@ static int chan_drain(struct srv_client *cl)
 	if (more != cl->more && !cl->dead) {
 		cl->more = more;
 		s->nmore += more ? 1 : -1;
+	}
+	if (partial != cl->partial && !cl->dead && !cl->paused) {
+		cl->partial = partial;
+		s->npartial += partial ? 1 : -1;
 	}
 	return served;
 }
@@ -446,9 +503,15 @@ static int handle_events(struct zl_server *s, int timeout_ms)
 			else if (t->cl->bells)
 				served += chan_drain(t->cl);
 		} else if (t->kind == EP_CHAN && !t->cl->dead) {
-			/* a message, or a shm doorbell: the drain takes the wake-up
-			 * and the scan that follows finds the request */
-			served += chan_drain(t->cl);
+			/* a message, or a shm doorbell: ring channels take their
+			 * wake-ups here (they are in manual mode), and the scan that
+			 * follows finds the request */
+			zl_channel *ch = t->cl->ch;
+			int r = ch->ops->settle ? ch->ops->settle(ch, false) : 0;
+			if (r)
+				srv_drop(t->cl, "channel failed", r);
+			else
+				served += chan_drain(t->cl);
 		}
 	}
 	return served;
@@ -461,7 +524,7 @@ static int poll_chans(struct zl_server *s)
 	int served = 0;
 	for (struct srv_client *cl = s->clients, *next; cl; cl = next) {
 		next = cl->next;
-		if (cl->kind == CL_RING || cl->more || cl->bells)
+		if (cl->kind == CL_RING || cl->more || cl->bells || cl->partial)
 			served += chan_drain(cl);
 	}
 	return served;
@@ -470,7 +533,7 @@ static int poll_chans(struct zl_server *s)
 static int round_once(struct zl_server *s, int64_t now)
 {
 	int served = scan_mbox(s);
-	if (s->nring || s->nmore || s->nbells)
+	if (s->nring || s->nmore || s->nbells || s->npartial)
 		served += poll_chans(s);
 	if (s->pending)
 		srv_push_pending(s);
@@ -493,7 +556,12 @@ static void set_sleeping(struct zl_server *s, uint32_t v)
 		if (cl->kind == CL_MBOX) {
 			atomic_store_explicit(&page_ctl(cl)->srv_sleeping, v,
 					      memory_order_relaxed);
-		} else if (cl->kind == CL_RMBOX && v) {
+		}
+		/* ring channels owing us a message are armed: an rdma mailbox
+		 * or ring client always, a shm client while it has rung a
+		 * doorbell for a message (or one is half in) */
+		if ((cl->kind == CL_RMBOX || cl->kind == CL_RING || cl->bells || cl->partial) &&
+		    v && cl->ch->ops->settle) {
 			int r = cl->ch->ops->settle(cl->ch, true);
 			if (r)
 				srv_drop(cl, "cannot arm the client", r);

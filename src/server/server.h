@@ -63,9 +63,14 @@ struct srv_client {
 	bool listed_pending; /* on srv->pending (replies to push out) */
 	bool asym;           /* shm: the client skips its fence (membarrier) */
 	bool more;           /* chan_drain stopped with messages left */
+	bool partial;        /* chan_drain stopped in a fragmented message */
+	bool paused;         /* over max_queued: its requests wait (reply.c) */
+	bool warned;         /* the pause was logged once */
+	uint64_t held;       /* bit k: slot k announced while paused */
 	uint32_t deferred;   /* requests in REQ_DEFERRED */
 	uint32_t bells;      /* requests with bell set */
 	struct backlog *bl_head, *bl_tail;
+	uint64_t queued;     /* bytes in the backlog */
 	struct srv_client *next, *prev;  /* srv->clients */
 	struct srv_client *pnext;        /* srv->pending */
 	struct ep_tag t_chan;
@@ -79,9 +84,19 @@ struct srv_client {
 	struct zl_req req[]; /* K */
 };
 
+/* A connection in its handshake (server.c, the acceptor thread's). */
+struct pend {
+	zl_listener *l;
+	int fd;             /* raw socket until the transport handshake is done */
+	zl_channel *ch;     /* then the channel, waiting for our hello */
+	int64_t since, deadline;
+	int64_t next_look, backoff; /* part of a hello is there: look again then */
+	uint64_t peer;      /* uid (unix-family sockets) or address hash */
+};
+
 struct srv_counters {
 	_Atomic uint64_t clients, clients_total, clients_dropped, requests, rejected,
-		spurious, recovered, sleeps;
+		spurious, recovered, sleeps, paused, handshakes_failed;
 	_Atomic uint64_t per_type[256];
 };
 
@@ -105,7 +120,9 @@ struct zl_server {
 	int ctl_fd;          /* eventfd: listeners changed, or quit */
 	bool acceptor_quit;
 	zl_listener *lst[SRV_MAX_LISTENERS];
+	int64_t lst_hs_us[SRV_MAX_LISTENERS]; /* their handshake_timeout_us */
 	int nlst;
+	struct pend *pend;         /* max_handshakes; the acceptor thread's */
 	struct srv_client *ready;  /* accepted, not yet taken by the server */
 	int accept_fd;             /* eventfd: ready is not empty */
 	uint32_t nclients;         /* admitted, including ready */
@@ -128,7 +145,7 @@ struct zl_server {
 	struct srv_client *clients;  /* all live clients */
 	struct srv_client *pending;  /* clients with replies to push out */
 	struct srv_client *graves;   /* dropped, to be freed */
-	uint32_t nstream, nring, nmore;
+	uint32_t nstream, nring, nmore, npartial;
 	int64_t next_epoll;          /* next nonblocking epoll look (shm only) */
 	uint32_t nmbox, nmbox_fence; /* shm clients; those without membarrier */
 	uint32_t nrmbox, nbells;     /* rdma mailbox clients; open bells */
@@ -159,5 +176,7 @@ void srv_bury(struct zl_server *srv); /* free dropped clients */
 /* reply.c */
 void srv_dispatch(struct zl_server *srv, struct zl_req *rq);
 void srv_push_pending(struct zl_server *srv);
+/* serve.c: stop or resume taking a client's requests (max_queued) */
+void srv_pause(struct srv_client *cl, bool pause);
 
 #endif

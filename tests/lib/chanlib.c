@@ -249,6 +249,42 @@ long tl_rss_kb(void)
 	return kb;
 }
 
+long tl_status_kb(pid_t pid, const char *field)
+{
+	char path[64], line[256];
+	size_t n = strlen(field);
+	snprintf(path, sizeof(path), pid ? "/proc/%d/status" : "/proc/self/status", (int)pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return -1;
+	long kb = -1;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, field, n) && line[n] == ':')
+			kb = strtol(line + n + 1, NULL, 10);
+	fclose(f);
+	return kb;
+}
+
+bool tl_dropped(int sock, int timeout_ms)
+{
+	int64_t end = tl_now_us() + (int64_t)timeout_ms * 1000;
+	for (;;) {
+		char buf[4096];
+		ssize_t r = recv(sock, buf, sizeof(buf), MSG_DONTWAIT);
+		if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR))
+			return true; /* EOF, or ECONNRESET */
+		if (r > 0)
+			continue;
+		int64_t left = end - tl_now_us();
+		if (left <= 0)
+			return false;
+		struct pollfd p = { .fd = sock, .events = POLLIN | POLLRDHUP };
+		if (poll(&p, 1, (int)(left / 1000) + 1) > 0 &&
+		    (p.revents & (POLLRDHUP | POLLHUP | POLLERR)))
+			return true;
+	}
+}
+
 int tl_fd_count(void)
 {
 	DIR *d = opendir("/proc/self/fd");

@@ -84,6 +84,13 @@ void tl_dead_url(const char *scheme, char *buf, size_t cap);
 /* Resource usage of this process. */
 long tl_rss_kb(void);
 int tl_fd_count(void);
+/* A field of /proc/PID/status in kB ("VmRSS", "VmData", ...); pid 0: this
+ * process. -1 if absent. */
+long tl_status_kb(pid_t pid, const char *field);
+
+/* Whether the peer of a raw socket closed it within timeout_ms (what it
+ * sends meanwhile is read and dropped). */
+bool tl_dropped(int sock, int timeout_ms);
 
 /* Receive a message, FAIL unless it is exactly message id of length len
  * (pattern of tl_fill). buf must hold len bytes. */

@@ -374,22 +374,32 @@ static int handshake(int sock, const struct zl_opts *o, bool connector, int64_t 
 	struct shm_hello mine, theirs;
 	uint64_t key = 0;
 	int32_t pid = -1;
-	int r = zl_check_peer_uid(sock, o->allow_other_uid, "shm", &pid);
+	int refuse = zl_check_peer_uid(sock, o->allow_other_uid, "shm", &pid);
+	int r = refuse;
 	if (!r)
 		r = random_key(&key);
 	if (!r)
 		r = side_create(&c->me, o->ring_size);
-	make_hello(&mine, o, key, 0);
-	if (!r && connector)
-		r = send_hello(sock, &mine, c->me.fd, NFDS);
-	if (!r)
-		r = recv_hello(sock, o, &theirs, c->peer.fd, deadline);
-	if (!r)
-		r = side_adopt(&c->peer, &theirs);
-	if (!connector) { /* answer with our fds, or with the reason we refuse */
+	if (connector) { /* our hello, or the reason we refuse, then theirs */
+		make_hello(&mine, o, key, refuse);
+		if (!r || refuse) {
+			int sr = send_hello(sock, &mine, c->me.fd, r ? 0 : NFDS);
+			r = r ? r : sr;
+		}
+		if (!r)
+			r = recv_hello(sock, o, &theirs, c->peer.fd, deadline);
+		if (!r)
+			r = side_adopt(&c->peer, &theirs);
+	} else {
+		/* their hello even when we refuse: closing on it unread would
+		 * turn our refusal into ECONNRESET on their side */
+		int hr = recv_hello(sock, o, &theirs, c->peer.fd, deadline);
+		r = r ? r : hr;
+		if (!r)
+			r = side_adopt(&c->peer, &theirs);
 		make_hello(&mine, o, key, r == -EPERM || r == -EMSGSIZE ? r : r ? -EPROTO : 0);
-		int s = send_hello(sock, &mine, c->me.fd, r ? 0 : NFDS);
-		r = r ? r : s;
+		int sr = send_hello(sock, &mine, c->me.fd, r ? 0 : NFDS);
+		r = r ? r : sr;
 	}
 	if (r) {
 		shm_destroy(&c->rc);
@@ -441,6 +451,21 @@ static int shm_accept(zl_listener *l, int64_t timeout_us, zl_channel **out)
 	}
 }
 
+static int shm_take(zl_listener *l) { return zl_sock_take(((struct shm_listener *)l)->fd, 0); }
+
+/* One SEQPACKET message is the whole hello. */
+static int shm_ready(zl_listener *l, int fd)
+{
+	(void)l;
+	return zl_sock_ready(fd, 1, NULL, 0);
+}
+
+static int shm_finish(zl_listener *l, int fd, zl_channel **out)
+{
+	struct shm_listener *sl = (struct shm_listener *)l;
+	return handshake(fd, &sl->opts, false, zl_now_us() + sl->opts.handshake_timeout_us, out);
+}
+
 static int shm_listener_fd(const zl_listener *l) { return ((const struct shm_listener *)l)->fd; }
 
 static int shm_listener_url(const zl_listener *l, char *buf, size_t cap)
@@ -458,6 +483,9 @@ static void shm_listener_close(zl_listener *l)
 
 static const struct zl_listener_ops shm_listener_ops = {
 	.accept = shm_accept,
+	.take = shm_take,
+	.ready = shm_ready,
+	.finish = shm_finish,
 	.fd = shm_listener_fd,
 	.url = shm_listener_url,
 	.close = shm_listener_close,

@@ -224,6 +224,24 @@ static int l_accept(zl_listener *base, int64_t timeout_us, zl_channel **out)
 	}
 }
 
+static int l_take(zl_listener *base)
+{
+	struct slistener *l = (struct slistener *)base;
+	return zl_sock_take(l->fd, !l->is_unix);
+}
+
+static int l_ready(zl_listener *base, int fd)
+{
+	(void)base;
+	return zl_sock_ready(fd, ZL_STREAM_HELLO_LEN, ZL_STREAM_MAGIC, 4);
+}
+
+static int l_finish(zl_listener *base, int fd, zl_channel **out)
+{
+	struct slistener *l = (struct slistener *)base;
+	return setup(fd, l->is_unix, &l->o, zl_deadline(l->o.handshake_timeout_us), out);
+}
+
 static int l_fd(const zl_listener *base) { return ((const struct slistener *)base)->fd; }
 
 static int l_url(const zl_listener *base, char *buf, size_t cap)
@@ -246,6 +264,9 @@ static void l_close(zl_listener *base)
 
 static const struct zl_listener_ops listener_ops = {
 	.accept = l_accept,
+	.take = l_take,
+	.ready = l_ready,
+	.finish = l_finish,
 	.fd = l_fd,
 	.url = l_url,
 	.close = l_close,

@@ -1010,8 +1010,27 @@ static void rd_listener_close(zl_listener *l)
 	free(rl);
 }
 
+static int rd_take(zl_listener *l) { return zl_sock_take(((struct rd_listener *)l)->fd, 1); }
+
+static int rd_ready(zl_listener *l, int fd)
+{
+	(void)l;
+	uint32_t magic = RD_MAGIC;
+	return zl_sock_ready(fd, sizeof(struct rd_info), &magic, sizeof(magic));
+}
+
+static int rd_finish(zl_listener *l, int fd, zl_channel **out)
+{
+	struct rd_listener *rl = (struct rd_listener *)l;
+	return make_chan(fd, &rl->params, &rl->opts, zl_now_us() + rl->opts.handshake_timeout_us,
+			 out);
+}
+
 static const struct zl_listener_ops rd_listener_ops = {
 	.accept = rd_accept,
+	.take = rd_take,
+	.ready = rd_ready,
+	.finish = rd_finish,
 	.fd = rd_listener_fd,
 	.url = rd_listener_url,
 	.close = rd_listener_close,

@@ -1,0 +1,158 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * srv_handshakes: peers that stall in their handshake must not keep anyone
+ * else out. One zl_server listens on shm, tcp and unix; against it:
+ *   - silent peers on every listener (connected, nothing sent);
+ *   - half-open tcp and unix peers (3 bytes of the stream hello's magic);
+ *   - peers that finish the transport handshake and never send our hello
+ *     (stage two: the shm hello, or a whole stream hello);
+ *   - a flood of 300 silent tcp connections, over max_handshakes (64):
+ *     newcomers displace the oldest entries of the peer holding most.
+ * Each time an honest client must connect within 1 s on every transport,
+ * and its median call latency stay within 1.5x of a quiet server's (plus
+ * 20 us for this VM's timer steps); the server counts the dropped peers.
+ */
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+
+#include "srvlib.h"
+#include "shm_wire.h"
+
+#define T_OUT 5000000
+#define CALLS 2000
+#define MAX_RAW 512
+
+static const char *schemes[] = { "shm", "tcp", "unix" };
+static char urls[3][600];
+static int raw[MAX_RAW], nraw;
+
+static int cmp64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* Connect within 1 s, then the median of CALLS calls in us. */
+static int64_t honest(const char *url, const char *what)
+{
+	int64_t t0 = tl_now_us();
+	zl_client *c = NULL;
+	int r = zl_client_connect(url, NULL, 1000000, &c);
+	int64_t took = tl_now_us() - t0;
+	CHECKF(r == 0, "%s: honest client on %s: %s after %" PRId64 " us", what, url,
+	       zl_strerror(r), took);
+	static int64_t t[CALLS];
+	for (int i = 0; i < CALLS; i++) {
+		int64_t a = tl_now_us();
+		tl_call_check(c, 3, 64, (uint64_t)i, T_OUT);
+		t[i] = tl_now_us() - a;
+	}
+	zl_client_close(c);
+	qsort(t, CALLS, sizeof(t[0]), cmp64);
+	printf("%s: %s connected in %" PRId64 " us, median call %" PRId64 " us\n", what, url,
+	       took, t[CALLS / 2]);
+	return t[CALLS / 2];
+}
+
+static void check_all(const char *what, const int64_t *quiet)
+{
+	for (int i = 0; i < 3; i++) {
+		int64_t m = honest(urls[i], what);
+		CHECKF(m * 2 <= quiet[i] * 3 + 40, "%s: %s median %" PRId64 " us, quiet %" PRId64,
+		       what, schemes[i], m, quiet[i]);
+	}
+}
+
+static void keep(int fd)
+{
+	CHECK(nraw < MAX_RAW);
+	raw[nraw++] = fd;
+}
+
+static void close_raw(void)
+{
+	while (nraw)
+		close(raw[--nraw]);
+}
+
+/* A shm peer that sends a valid transport hello and then nothing. */
+static void shm_stage_two(const char *url)
+{
+	int fd = tl_raw_connect(url);
+	struct shm_hello h = { .magic = SHM_MAGIC, .version = SHM_VERSION,
+			       .hello_size = sizeof(h), .ring_size = 4096,
+			       .key = 0xc0ffee0000000000ull | 1, .max_msg = 1 << 20,
+			       .ctl_size = CTL_SIZE };
+	int m = memfd_create("stall", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	CHECK(m >= 0 && ftruncate(m, CTL_SIZE + 4096) == 0 &&
+	      fcntl(m, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) == 0);
+	tl_send_fds(fd, &h, sizeof(h), &m, 1);
+	close(m);
+	keep(fd);
+}
+
+/* A stream peer that sends n bytes of a valid hello and stops. */
+static void stream_partial(const char *url, size_t n)
+{
+	uint8_t hello[16] = { 'Z', 'L', 'S', 'T', ZL_PROTO_VERSION, 0, 0, 0, 0, 0, 0, 1 };
+	int fd = tl_raw_connect(url);
+	CHECK(send(fd, hello, n, MSG_NOSIGNAL) == (ssize_t)n);
+	keep(fd);
+}
+
+int main(void)
+{
+	setvbuf(stdout, NULL, _IONBF, 0);
+	struct zl_server_opts o;
+	zl_server_opts_init(&o);
+	struct tl_srv s;
+	tl_srv_start(&s, "shm", "", &o);
+	snprintf(urls[0], sizeof(urls[0]), "%s", s.url);
+	for (int i = 1; i < 3; i++) {
+		char u[600], lu[600];
+		tl_make_url(schemes[i], "", u, sizeof(u));
+		CHECK_OK(zl_server_listen(s.srv, u, NULL));
+		CHECK_OK(zl_server_url(s.srv, i, lu, sizeof(lu)));
+		tl_conn_url(schemes[i], "", lu, urls[i], sizeof(urls[i]));
+	}
+	int64_t quiet[3];
+	for (int i = 0; i < 3; i++)
+		quiet[i] = honest(urls[i], "quiet");
+
+	/* silent and half-open peers, and stalls after the transport handshake */
+	for (int i = 0; i < 3; i++)
+		keep(tl_raw_connect(urls[0]));
+	for (int i = 0; i < 20; i++) {
+		keep(tl_raw_connect(urls[1]));
+		keep(tl_raw_connect(urls[2]));
+		stream_partial(urls[1], 3);
+		stream_partial(urls[2], 3);
+	}
+	for (int i = 0; i < 3; i++) {
+		shm_stage_two(urls[0]);
+		stream_partial(urls[1], 16);
+		stream_partial(urls[2], 16);
+	}
+	usleep(100000);
+	check_all("stalled peers", quiet);
+	close_raw();
+
+	/* a flood past max_handshakes */
+	struct zl_server_info in0, in;
+	CHECK_OK(zl_server_info(s.srv, &in0));
+	for (int i = 0; i < 300; i++)
+		keep(tl_raw_connect(urls[1]));
+	usleep(100000);
+	check_all("300 silent tcp connections", quiet);
+	CHECK_OK(zl_server_info(s.srv, &in));
+	printf("handshakes dropped meanwhile: %" PRIu64 "\n",
+	       in.handshakes_failed - in0.handshakes_failed);
+	CHECKF(in.handshakes_failed - in0.handshakes_failed >= 300 - 64,
+	       "only %" PRIu64 " of 300 flooding peers displaced",
+	       in.handshakes_failed - in0.handshakes_failed);
+	close_raw();
+	tl_srv_stop(&s);
+	printf("PASS: stalled handshakes keep nobody out\n");
+	return 0;
+}
