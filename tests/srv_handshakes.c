@@ -10,7 +10,8 @@
  *     newcomers displace the oldest entries of the peer holding most.
  * Each time an honest client must connect within 1 s on every transport,
  * and its median call latency stay within 1.5x of a quiet server's (plus
- * 20 us for this VM's timer steps); the server counts the dropped peers.
+ * 20 us for scheduling noise on this 2-core host); the server counts the
+ * dropped peers.
  */
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -33,7 +34,14 @@ static int cmp64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* Connect within 1 s, then the median of CALLS calls in us. */
+static int64_t now_ns(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* Connect within 1 s, then the median of CALLS calls in ns. */
 static int64_t honest(const char *url, const char *what)
 {
 	int64_t t0 = tl_now_us();
@@ -44,23 +52,37 @@ static int64_t honest(const char *url, const char *what)
 	       zl_strerror(r), took);
 	static int64_t t[CALLS];
 	for (int i = 0; i < CALLS; i++) {
-		int64_t a = tl_now_us();
+		int64_t a = now_ns();
 		tl_call_check(c, 3, 64, (uint64_t)i, T_OUT);
-		t[i] = tl_now_us() - a;
+		t[i] = now_ns() - a;
 	}
 	zl_client_close(c);
 	qsort(t, CALLS, sizeof(t[0]), cmp64);
-	printf("%s: %s connected in %" PRId64 " us, median call %" PRId64 " us\n", what, url,
+	printf("%s: %s connected in %" PRId64 " us, median call %" PRId64 " ns\n", what, url,
 	       took, t[CALLS / 2]);
 	return t[CALLS / 2];
 }
 
-static void check_all(const char *what, const int64_t *quiet)
+/* The medians of attacked and quiet rounds, interleaved (the host's speed
+ * and the other tests running beside us change over seconds): the best of
+ * ROUNDS of each is compared. */
+#define ROUNDS 3
+static void check_all(const char *what, void (*attack)(void), void (*calm)(void))
 {
 	for (int i = 0; i < 3; i++) {
-		int64_t m = honest(urls[i], what);
-		CHECKF(m * 2 <= quiet[i] * 3 + 40, "%s: %s median %" PRId64 " us, quiet %" PRId64,
-		       what, schemes[i], m, quiet[i]);
+		int64_t att = INT64_MAX, quiet = INT64_MAX;
+		for (int r = 0; r < ROUNDS; r++) {
+			attack();
+			int64_t m = honest(urls[i], what);
+			att = m < att ? m : att;
+			calm();
+			m = honest(urls[i], "quiet");
+			quiet = m < quiet ? m : quiet;
+		}
+		printf("%s: %s best median %" PRId64 " ns, quiet %" PRId64 " ns (ratio %.2f)\n",
+		       what, schemes[i], att, quiet, (double)att / (double)quiet);
+		CHECKF(att * 2 <= quiet * 3 + 40000, "%s: %s median %" PRId64 " ns, quiet %" PRId64,
+		       what, schemes[i], att, quiet);
 	}
 }
 
@@ -74,6 +96,7 @@ static void close_raw(void)
 {
 	while (nraw)
 		close(raw[--nraw]);
+	usleep(100000); /* the server drops them meanwhile */
 }
 
 /* A shm peer that sends a valid transport hello and then nothing. */
@@ -101,6 +124,33 @@ static void stream_partial(const char *url, size_t n)
 	keep(fd);
 }
 
+/* silent and half-open peers, and stalls after the transport handshake */
+static void stall(void)
+{
+	for (int i = 0; i < 3; i++)
+		keep(tl_raw_connect(urls[0]));
+	for (int i = 0; i < 20; i++) {
+		keep(tl_raw_connect(urls[1]));
+		keep(tl_raw_connect(urls[2]));
+		stream_partial(urls[1], 3);
+		stream_partial(urls[2], 3);
+	}
+	for (int i = 0; i < 3; i++) {
+		shm_stage_two(urls[0]);
+		stream_partial(urls[1], 16);
+		stream_partial(urls[2], 16);
+	}
+	usleep(100000);
+}
+
+/* a flood past max_handshakes */
+static void flood(void)
+{
+	for (int i = 0; i < 300; i++)
+		keep(tl_raw_connect(urls[1]));
+	usleep(100000);
+}
+
 int main(void)
 {
 	setvbuf(stdout, NULL, _IONBF, 0);
@@ -116,42 +166,16 @@ int main(void)
 		CHECK_OK(zl_server_url(s.srv, i, lu, sizeof(lu)));
 		tl_conn_url(schemes[i], "", lu, urls[i], sizeof(urls[i]));
 	}
-	int64_t quiet[3];
-	for (int i = 0; i < 3; i++)
-		quiet[i] = honest(urls[i], "quiet");
-
-	/* silent and half-open peers, and stalls after the transport handshake */
-	for (int i = 0; i < 3; i++)
-		keep(tl_raw_connect(urls[0]));
-	for (int i = 0; i < 20; i++) {
-		keep(tl_raw_connect(urls[1]));
-		keep(tl_raw_connect(urls[2]));
-		stream_partial(urls[1], 3);
-		stream_partial(urls[2], 3);
-	}
-	for (int i = 0; i < 3; i++) {
-		shm_stage_two(urls[0]);
-		stream_partial(urls[1], 16);
-		stream_partial(urls[2], 16);
-	}
-	usleep(100000);
-	check_all("stalled peers", quiet);
-	close_raw();
-
-	/* a flood past max_handshakes */
+	check_all("stalled peers", stall, close_raw);
 	struct zl_server_info in0, in;
 	CHECK_OK(zl_server_info(s.srv, &in0));
-	for (int i = 0; i < 300; i++)
-		keep(tl_raw_connect(urls[1]));
-	usleep(100000);
-	check_all("300 silent tcp connections", quiet);
+	flood();
 	CHECK_OK(zl_server_info(s.srv, &in));
-	printf("handshakes dropped meanwhile: %" PRIu64 "\n",
-	       in.handshakes_failed - in0.handshakes_failed);
-	CHECKF(in.handshakes_failed - in0.handshakes_failed >= 300 - 64,
-	       "only %" PRIu64 " of 300 flooding peers displaced",
-	       in.handshakes_failed - in0.handshakes_failed);
+	uint64_t dropped = in.handshakes_failed - in0.handshakes_failed;
+	printf("handshakes dropped in a flood of 300: %" PRIu64 "\n", dropped);
+	CHECKF(dropped >= 300 - 64, "only %" PRIu64 " of 300 flooding peers displaced", dropped);
 	close_raw();
+	check_all("300 silent tcp connections", flood, close_raw);
 	tl_srv_stop(&s);
 	printf("PASS: stalled handshakes keep nobody out\n");
 	return 0;

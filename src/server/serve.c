@@ -29,12 +29,26 @@
  * A client stores its flag, fences, and rings its doorbell if srv_sleeping
  * was set: a wake-up record on its channel's socket, which the server's
  * epoll watches through the channel fd (no fd a client holds is ever one
- * the server reads or writes). With membarrier(2) registered on both sides the client's fence
- * is a compiler barrier and the server's is a global membarrier. rdma
- * clients are armed through their channel (settle: a WRITE into the
- * client's memory) and poke the server after their flag WRITE; a flag
- * still in flight when the server looked once more is found at the latest
- * when the sleep ends, after sweep_us.
+ * the server reads or writes). With membarrier(2) registered on both
+ * sides the client's fence is a compiler barrier and the server's is a
+ * global membarrier. rdma clients are armed through their channel (settle:
+ * a WRITE into the client's memory) and poke the server after their flag
+ * WRITE; a flag still in flight when the server looked once more is found
+ * at the latest when the sleep ends, after sweep_us.
+ *
+ * Channels of ring transports are in manual mode (settled by the
+ * acceptor): an empty look costs no system call and asks the peer for
+ * nothing. A ring channel is armed before a sleep only while it owes us a
+ * message: rdma clients always, a shm client after a doorbell for a large
+ * request (bells) or with a fragmented one half in (partial), both of
+ * which are also polled every round meanwhile.
+ *
+ * Fairness and budgets: a client is served at most K requests per look at
+ * its channel (more: drained again next round), and while more than
+ * max_queued bytes of its replies wait (reply.c) it is paused: its slots
+ * announced meanwhile are held and taken once the replies have gone out.
+ *
+ * Calls reply.c (dispatch, pushing replies) and clients.c (dropping).
  */
 #include <string.h>
 #include <sys/epoll.h>
@@ -59,10 +73,22 @@ static struct srv_page_ctl *page_ctl(struct srv_client *cl)
 	return (struct srv_page_ctl *)cl->page;
 }
 
-static void ep_del(struct zl_server *s, int fd)
+
+static void srv_attach(struct zl_server *s, struct srv_client *cl);
+
+/* Called by the serving thread: attach every client the acceptor queued. */
+void srv_take_ready(struct zl_server *s)
 {
-	if (fd >= 0)
-		epoll_ctl(s->ep, EPOLL_CTL_DEL, fd, NULL);
+	pthread_mutex_lock(&s->lock);
+	struct srv_client *cl = s->ready;
+	s->ready = NULL;
+	pthread_mutex_unlock(&s->lock);
+	srv_drain(s->accept_fd);
+	while (cl) {
+		struct srv_client *next = cl->next;
+		srv_attach(s, cl);
+		cl = next;
+	}
 }
 
 static int chan_drain(struct srv_client *cl);
@@ -70,7 +96,7 @@ static int sweep_client(struct srv_client *cl);
 static int take_slot(struct srv_client *cl, uint32_t k, bool *valid);
 static void rflags_look(struct srv_client *cl);
 
-void srv_attach(struct zl_server *s, struct srv_client *cl)
+static void srv_attach(struct zl_server *s, struct srv_client *cl)
 {
 	struct epoll_event e = { .events = EPOLLIN };
 	cl->t_chan = (struct ep_tag){ EP_CHAN, cl };
@@ -114,139 +140,9 @@ void srv_attach(struct zl_server *s, struct srv_client *cl)
 		sweep_client(cl); /* requests sent before we knew the client */
 }
 
-void srv_free_client(struct srv_client *cl)
-{
-	for (struct backlog *b = cl->bl_head, *n; b; b = n) {
-		n = b->next;
-		free(b);
-	}
-	for (uint32_t k = 0; k < cl->srv->o.slots; k++)
-		free(cl->req[k].copy);
-	if (cl->os)
-		srv_rmbox_free(cl, true);
-	else if (cl->page)
-		munmap(cl->page, cl->page_len);
-	if (cl->ch)
-		zl_close(cl->ch);
-	free(cl);
-}
 
-/* Disconnect a client. Its memory lives on while requests are deferred
- * (their zl_reply then returns -ECONNRESET). */
-void srv_drop(struct srv_client *cl, const char *why, int err)
-{
-	struct zl_server *s = cl->srv;
-	if (cl->dead)
-		return;
-	if (why) {
-		/* a client that went away is ordinary; a violation is worth a warning */
-		ZL_LOG(err == -ECONNRESET ? ZL_LOG_DEBUG : ZL_LOG_WARN,
-		       "server: dropping client %llu: %s (%s)", (unsigned long long)cl->id, why,
-		       zl_strerror(err));
-		if (err != -ECONNRESET)
-			CNT_ADD(s, clients_dropped, 1);
-	}
-	cl->dead = true;
-	ep_del(s, zl_channel_fd(cl->ch));
-	if (cl->next)
-		cl->next->prev = cl->prev;
-	if (cl->prev)
-		cl->prev->next = cl->next;
-	else
-		s->clients = cl->next;
-	if (cl->listed_pending) { /* unlink from the pending list */
-		struct srv_client **pp = &s->pending;
-		while (*pp != cl)
-			pp = &(*pp)->pnext;
-		*pp = cl->pnext;
-		cl->listed_pending = false;
-	}
-	CNT_ADD(s, clients, -1);
-	s->nmore -= cl->more;
-	s->npartial -= cl->partial;
-	s->nbells -= cl->bells;
-	if (cl->kind == CL_RMBOX)
-		srv_rmbox_free(cl, false); /* no more writes from it */
-	if (cl->kind == CL_MBOX || cl->kind == CL_RMBOX) {
-		uint8_t *fl = cl->kind == CL_MBOX ? s->flags : s->rflags;
-		memset(fl + (size_t)cl->idx * s->o.slots, 0, s->o.slots);
-		s->mbox[cl->idx] = NULL;
-		while (s->mbox_hi && !s->mbox[s->mbox_hi - 1])
-			s->mbox_hi--;
-	}
-	if (cl->kind == CL_MBOX) {
-		s->nmbox--;
-		s->nmbox_fence -= !cl->asym;
-	} else if (cl->kind == CL_RMBOX) {
-		s->nrmbox--;
-	} else if (cl->kind == CL_STREAM) {
-		s->nstream--;
-	} else {
-		s->nring--;
-	}
-	srv_release(s, cl);
-	cl->ch->no_linger = true; /* a stuck client must not hold the thread */
-	zl_close(cl->ch);
-	cl->ch = NULL;
-	/* freed by srv_bury: events of this epoll batch may still name it */
-	cl->next = s->graves;
-	s->graves = cl;
-}
 
-void srv_bury(struct zl_server *s)
-{
-	struct srv_client **pp = &s->graves;
-	while (*pp) {
-		struct srv_client *cl = *pp;
-		if (cl->deferred) {
-			pp = &cl->next;
-			continue;
-		}
-		*pp = cl->next;
-		srv_free_client(cl);
-	}
-}
 
-/* A paused client's channel leaves epoll (a readable stream would keep
- * the loop from sleeping) and its slots are not taken; on resume the
- * channel is drained and the slots swept again. */
-void srv_pause(struct srv_client *cl, bool pause)
-{
-	struct zl_server *s = cl->srv;
-	if (cl->dead || cl->paused == pause)
-		return;
-	cl->paused = pause;
-	int fd = zl_channel_fd(cl->ch);
-	if (pause) {
-		if (!cl->warned)
-			ZL_LOG(ZL_LOG_WARN, "server: pausing client %llu: %llu bytes of replies "
-			       "queued that it does not read (max_queued %llu)",
-			       (unsigned long long)cl->id, (unsigned long long)cl->queued,
-			       (unsigned long long)s->o.max_queued);
-		cl->warned = true;
-		CNT_ADD(s, paused, 1);
-		ep_del(s, fd);
-		return;
-	}
-	struct epoll_event e = { .events = EPOLLIN, .data.ptr = &cl->t_chan };
-	if (fd < 0 || epoll_ctl(s->ep, EPOLL_CTL_ADD, fd, &e)) {
-		srv_drop(cl, "cannot watch the client", fd < 0 ? fd : -errno);
-		return;
-	}
-	if (!cl->more) { /* look at its channel again next round */
-		cl->more = true;
-		s->nmore++;
-	}
-	uint64_t held = cl->held; /* taking one may pause it again */
-	cl->held = 0;
-	for (uint32_t k = 0; k < s->o.slots && !cl->dead; k++) {
-		bool valid;
-		if (held & (1ull << k))
-			take_slot(cl, k, &valid);
-	}
-	if (cl->kind == CL_MBOX && !cl->dead)
-		sweep_client(cl);
-}
 
 /* ---- requests from the mailbox ----------------------------------------- */
 
@@ -517,6 +413,20 @@ static int handle_events(struct zl_server *s, int timeout_ms)
 	return served;
 }
 
+/* Slots a paused client announced; the scan took their flags. */
+static int take_held(struct srv_client *cl)
+{
+	uint64_t held = cl->held; /* taking one may pause it again */
+	int served = 0;
+	cl->held = 0;
+	for (uint32_t k = 0; k < cl->srv->o.slots && !cl->dead; k++) {
+		bool valid;
+		if (held & (1ull << k))
+			served += take_slot(cl, k, &valid);
+	}
+	return served;
+}
+
 /* Channels found by polling: rdma rings, and channels left with messages
  * buffered by chan_drain. */
 static int poll_chans(struct zl_server *s)
@@ -524,6 +434,8 @@ static int poll_chans(struct zl_server *s)
 	int served = 0;
 	for (struct srv_client *cl = s->clients, *next; cl; cl = next) {
 		next = cl->next;
+		if (cl->held && !cl->paused) /* announced while it was paused */
+			served += take_held(cl);
 		if (cl->kind == CL_RING || cl->more || cl->bells || cl->partial)
 			served += chan_drain(cl);
 	}

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
-/* zl_server internals shared by server.c (setup, accepting), serve.c (the
- * serving loop) and reply.c (requests and replies). */
+/* zl_server internals shared by its files (the layers: server.c's header). */
 #ifndef ZL_SERVER_H
 #define ZL_SERVER_H
 
 #include <pthread.h>
+#include <unistd.h>
 #include <stdatomic.h>
 
 #include "internal.h"
@@ -159,24 +159,45 @@ struct zl_server {
 	atomic_store_explicit(&(srv)->n.f, atomic_load_explicit(&(srv)->n.f, \
 		memory_order_relaxed) + (v), memory_order_relaxed)
 
-/* server.c */
-void srv_take_ready(struct zl_server *srv);
-void srv_drain(int efd); /* read an eventfd empty */
-void srv_release(struct zl_server *srv, struct srv_client *cl);
+/* Wake a thread through one of our own eventfds (never a peer's). */
+static inline void srv_kick(int efd)
+{
+	uint64_t one = 1;
+	ssize_t r = write(efd, &one, sizeof(one));
+	(void)r; /* an eventfd at its limit is still readable: nothing lost */
+}
+
+/* Read one of our own eventfds empty (it is nonblocking, and ours alone). */
+static inline void srv_drain(int efd)
+{
+	uint64_t v;
+	while (read(efd, &v, sizeof(v)) > 0)
+		;
+}
+
+/* accept.c: the acceptor thread (arg: the server) */
+void *srv_acceptor(void *arg);
+/* serve.c */
+void srv_take_ready(struct zl_server *srv); /* attach what the acceptor queued */
+/* reply.c */
+void srv_dispatch(struct zl_server *srv, struct zl_req *rq);
+void srv_push_pending(struct zl_server *srv);
+/* clients.c */
+int srv_reserve_client(struct zl_server *srv, bool mbox, uint32_t *idx, uint64_t *id);
+void srv_release_client(struct zl_server *srv, bool mbox, uint32_t idx, bool client);
+struct srv_client *srv_client_new(struct zl_server *srv, zl_channel *ch);
+int srv_mbox_setup(struct zl_server *srv, struct srv_client *cl, int fds[2]);
+int srv_rmbox_setup(struct zl_server *srv, struct srv_client *cl, struct srv_welcome *w);
 void srv_rmbox_free(struct srv_client *cl, bool all);
+void srv_release(struct zl_server *srv, struct srv_client *cl);
+void srv_ep_del(struct zl_server *srv, int fd);
+void srv_drop(struct srv_client *cl, const char *why, int err);
+void srv_free_client(struct srv_client *cl);
+void srv_bury(struct zl_server *srv); /* free dropped clients */
+/* stop or resume taking a client's requests (max_queued) */
+void srv_pause(struct srv_client *cl, bool pause);
 /* client.c; for tests (tests/srv_rogue_rdma.c), not exported: the
  * channel and windows of an rdma mailbox client, or -ENOENT. */
 int srv_client_rwin(const zl_client *c, zl_channel **ch, struct zl_rwin *slots,
 		    struct zl_rwin *flags);
-/* serve.c */
-void srv_attach(struct zl_server *srv, struct srv_client *cl);
-void srv_drop(struct srv_client *cl, const char *why, int err);
-void srv_free_client(struct srv_client *cl);
-void srv_bury(struct zl_server *srv); /* free dropped clients */
-/* reply.c */
-void srv_dispatch(struct zl_server *srv, struct zl_req *rq);
-void srv_push_pending(struct zl_server *srv);
-/* serve.c: stop or resume taking a client's requests (max_queued) */
-void srv_pause(struct srv_client *cl, bool pause);
-
 #endif
