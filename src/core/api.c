@@ -69,13 +69,27 @@ static int resolve(const char *url, const struct zl_opts *opts, struct zl_url *u
 
 ZL_API int zl_listen(const char *url, const struct zl_opts *opts, zl_listener **out)
 {
+	return zl_listen_capped(url, opts, UINT64_MAX, UINT32_MAX, NULL, out);
+}
+
+int zl_listen_capped(const char *url, const struct zl_opts *opts, uint64_t max_msg,
+		     uint32_t max_peer_ring, int64_t *hs_us, zl_listener **out)
+{
 	struct zl_url u;
 	struct zl_opts o;
 	const struct zl_transport *t;
 	if (!out)
 		return -EINVAL;
 	int rc = resolve(url, opts, &u, &o, &t);
-	return rc ? rc : t->listen(&u, &o, out);
+	if (rc)
+		return rc;
+	if (o.max_msg > max_msg)
+		o.max_msg = max_msg;
+	if (o.max_peer_ring > max_peer_ring)
+		o.max_peer_ring = max_peer_ring;
+	if (hs_us)
+		*hs_us = o.handshake_timeout_us;
+	return t->listen(&u, &o, out);
 }
 
 ZL_API int zl_connect(const char *url, const struct zl_opts *opts, int64_t timeout_us,

@@ -154,6 +154,12 @@ static inline int zl_grow(uint8_t **buf, size_t *cap, size_t need)
 	return 0;
 }
 
+/* zl_listen with budgets that neither opts nor the URL may raise (the
+ * server's): max_msg and max_peer_ring at most these; *hs_us (if not NULL)
+ * gets the handshake timeout in force. */
+int zl_listen_capped(const char *url, const struct zl_opts *opts, uint64_t max_msg,
+		     uint32_t max_peer_ring, int64_t *hs_us, zl_listener **out);
+
 /* Merge URL query parameters into a copy of the caller's options.
  * -EINVAL on an unknown key or a bad value. */
 int zl_opts_apply_url(struct zl_opts *o, const struct zl_url *u);

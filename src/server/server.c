@@ -124,24 +124,17 @@ ZL_API int zl_server_listen(zl_server *s, const char *url, const struct zl_opts 
 	struct zl_opts o;
 	zl_opts_init(&o);
 	o.ring_size = 64 * 1024; /* requests mostly travel in slots */
-	if (opts) {
-		if (opts->size < offsetof(struct zl_opts, reserved))
-			return -EINVAL;
-		memcpy(&o, opts, offsetof(struct zl_opts, reserved));
-	}
-	/* the budgets: nothing larger than a request comes in (a stream
-	 * buffers a frame as it arrives), no reply ring larger than max_ring */
-	uint64_t max_in = s->o.max_req + sizeof(struct srv_hdr);
-	if (o.max_msg > max_in)
-		o.max_msg = max_in;
-	if (o.max_peer_ring > s->o.max_ring)
-		o.max_peer_ring = s->o.max_ring;
+	/* the budgets, which neither opts nor the URL raise: nothing larger
+	 * than a request comes in (a stream buffers a frame as it arrives),
+	 * no reply ring larger than max_ring */
 	zl_listener *l;
-	int r = zl_listen(url, &o, &l);
+	int64_t hs_us = 0;
+	int r = zl_listen_capped(url, opts ? opts : &o, s->o.max_req + sizeof(struct srv_hdr),
+				 s->o.max_ring, &hs_us, &l);
 	if (r)
 		return r;
 	pthread_mutex_lock(&s->lock);
-	s->lst_hs_us[s->nlst] = o.handshake_timeout_us;
+	s->lst_hs_us[s->nlst] = hs_us;
 	s->lst[s->nlst++] = l;
 	bool start = !s->acceptor_running;
 	pthread_mutex_unlock(&s->lock);
