@@ -145,20 +145,12 @@ int zl_sock_ready(int fd, size_t need, const void *magic, size_t mlen)
 	return 0;
 }
 
-int zl_tcp_accept(int lfd, int64_t deadline)
+int zl_sock_accept(int lfd, int tcp, int64_t deadline)
 {
 	for (;;) {
-		int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-		if (fd >= 0) {
-			int r = set_sock_opts(fd);
-			if (r) {
-				close(fd);
-				return r;
-			}
+		int fd = zl_sock_take(lfd, tcp);
+		if (fd != -EAGAIN)
 			return fd;
-		}
-		if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
-			return -errno;
 		int r = wait_fd(lfd, POLLIN, deadline);
 		if (r)
 			return r;
@@ -297,17 +289,6 @@ int zl_recv_fds(int sock, void *buf, size_t cap, size_t *got, int *fds, int maxf
 		*nfds = 0;
 	}
 	return e;
-}
-
-int zl_is_eventfd(int fd)
-{
-	char path[64], target[64];
-	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-	ssize_t n = readlink(path, target, sizeof(target) - 1);
-	if (n < 0)
-		return 0;
-	target[n] = 0;
-	return !strcmp(target, "anon_inode:[eventfd]");
 }
 
 int zl_memfd_sealed(const char *name, size_t size)

@@ -11,11 +11,11 @@ int zl_tcp_listen(const char *host, const char *port);
 /* Connect within the deadline (absolute zl_now_us time). fd or -errno
  * (-ECONNREFUSED, -ETIMEDOUT). The socket is nonblocking, TCP_NODELAY. */
 int zl_tcp_connect(const char *host, const char *port, int64_t deadline);
-/* Accept one connection within the deadline; fd or -errno. */
-int zl_tcp_accept(int lfd, int64_t deadline);
 /* Take one pending connection without waiting: a nonblocking fd (tcp:
  * TCP_NODELAY too), -EAGAIN when none is pending, or -errno. */
 int zl_sock_take(int lfd, int tcp);
+/* zl_sock_take, waiting until the deadline: an fd, -ETIMEDOUT or -errno. */
+int zl_sock_accept(int lfd, int tcp, int64_t deadline);
 /* Whether a peer's first handshake message of need bytes is wholly
  * buffered on fd (peeked, nothing consumed): 1 yes, or the bytes there
  * already differ from magic (mlen bytes; the handshake then fails at
@@ -43,8 +43,6 @@ int zl_recv_fds(int sock, void *buf, size_t cap, size_t *got, int *fds, int maxf
  * socket runs as our effective uid or allow_other is set, else -EPERM (and
  * a log line naming who); *pid gets the peer's pid. Or -errno. */
 int zl_check_peer_uid(int sock, int allow_other, const char *who, int32_t *pid);
-/* 1 if fd is an eventfd (so that writing it can never block). */
-int zl_is_eventfd(int fd);
 /* A memfd of size bytes sealed against shrinking and growing. fd or -errno. */
 int zl_memfd_sealed(const char *name, size_t size);
 /* 0 if fd is a memfd of exactly size bytes that can no longer shrink (so

@@ -160,8 +160,7 @@ static void pend_drop(struct zl_server *s, struct pend *p, int *np, const char *
 	if (p->ch) {
 		p->ch->no_linger = true;
 		zl_close(p->ch);
-	}
-	else if (p->fd >= 0)
+	} else if (p->fd >= 0)
 		close(p->fd);
 	*p = s->pend[--*np]; /* order does not matter */
 }
@@ -214,7 +213,7 @@ static int pend_step(struct zl_server *s, struct pend *p, int *np)
 			/* ring channels: arm the peer's wake-up once, and from now
 			 * on only before sleeping (empty looks no longer arm and
 			 * fence, which a peer could otherwise make us do at will) */
-			r = p->ch->ops->settle ? p->ch->ops->settle(p->ch, true) : 0;
+			r = srv_settle(p->ch, true);
 		if (r) {
 			pend_drop(s, p, np, "transport handshake failed", r);
 			return 1;
@@ -223,7 +222,7 @@ static int pend_step(struct zl_server *s, struct pend *p, int *np)
 	struct srv_hello h;
 	size_t n = 0;
 	/* ring channels: take the wake-ups that made the fd readable */
-	int r = p->ch->ops->settle ? p->ch->ops->settle(p->ch, false) : 0;
+	int r = srv_settle(p->ch, false);
 	if (!r)
 		r = zl_recv(p->ch, &h, sizeof(h), &n, 0);
 	if (r == -EAGAIN)
@@ -248,8 +247,7 @@ static void pend_add(struct zl_server *s, zl_listener *l, int fd, int *np, int64
 void *srv_acceptor(void *arg)
 {
 	struct zl_server *s = arg;
-	int cap = SRV_MAX_LISTENERS + 1 + (int)s->o.max_handshakes;
-	struct pollfd *pf = calloc((size_t)cap, sizeof(*pf));
+	struct pollfd *pf = s->pfds;
 	int np = 0;
 	zl_listener *l[SRV_MAX_LISTENERS];
 	int64_t hs_us[SRV_MAX_LISTENERS];
@@ -262,7 +260,7 @@ void *srv_acceptor(void *arg)
 			hs_us[i] = s->lst_hs_us[i];
 		}
 		pthread_mutex_unlock(&s->lock);
-		if (quit || !pf)
+		if (quit)
 			break;
 		int64_t now = zl_now_us(), until = ZL_NEVER;
 		for (int i = 0; i < np;) { /* expire, look again, find the next time */
@@ -310,6 +308,5 @@ void *srv_acceptor(void *arg)
 	}
 	while (np)
 		pend_drop(s, &s->pend[0], &np, NULL, 0);
-	free(pf);
 	return NULL;
 }

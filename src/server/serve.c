@@ -129,7 +129,7 @@ static void srv_attach(struct zl_server *s, struct srv_client *cl)
 		return;
 	}
 	if (cl->kind == CL_RMBOX) {
-		if ((r = cl->ch->ops->settle(cl->ch, true)))
+		if ((r = srv_settle(cl->ch, true)))
 			srv_drop(cl, "cannot arm the client", r);
 		else
 			rflags_look(cl); /* requests sent before we knew the client */
@@ -391,19 +391,12 @@ static int handle_events(struct zl_server *s, int timeout_ms)
 			srv_take_ready(s);
 		} else if (t->kind == EP_STOP) {
 			srv_drain(s->stop_fd);
-		} else if (t->kind == EP_CHAN && !t->cl->dead && t->cl->kind == CL_RMBOX) {
-			/* a poke, or a message: messages are read after their doorbell */
-			int r = t->cl->ch->ops->settle(t->cl->ch, false);
-			if (r)
-				srv_drop(t->cl, "channel failed", r);
-			else if (t->cl->bells)
-				served += chan_drain(t->cl);
 		} else if (t->kind == EP_CHAN && !t->cl->dead) {
-			/* a message, or a shm doorbell: ring channels take their
-			 * wake-ups here (they are in manual mode), and the scan that
-			 * follows finds the request */
-			zl_channel *ch = t->cl->ch;
-			int r = ch->ops->settle ? ch->ops->settle(ch, false) : 0;
+			/* a message, a poke or a shm doorbell: ring channels take
+			 * their wake-ups here (manual mode), chan_drain reads an
+			 * rdma mailbox client's messages only after their doorbell,
+			 * and the scan that follows finds mailbox requests */
+			int r = srv_settle(t->cl->ch, false);
 			if (r)
 				srv_drop(t->cl, "channel failed", r);
 			else
@@ -473,8 +466,8 @@ static void set_sleeping(struct zl_server *s, uint32_t v)
 		 * or ring client always, a shm client while it has rung a
 		 * doorbell for a message (or one is half in) */
 		if ((cl->kind == CL_RMBOX || cl->kind == CL_RING || cl->bells || cl->partial) &&
-		    v && cl->ch->ops->settle) {
-			int r = cl->ch->ops->settle(cl->ch, true);
+		    v) {
+			int r = srv_settle(cl->ch, true);
 			if (r)
 				srv_drop(cl, "cannot arm the client", r);
 		}

@@ -82,9 +82,10 @@ ZL_API int zl_server_create(const struct zl_server_opts *opts, zl_server **out)
 	s->flags_len = srv_round_up((uint64_t)o.max_clients * o.slots + 64, 4096);
 	s->idx_used = calloc(o.max_clients, 1);
 	s->pend = calloc(o.max_handshakes, sizeof(*s->pend));
+	s->pfds = calloc(SRV_MAX_LISTENERS + 1 + (size_t)o.max_handshakes, sizeof(*s->pfds));
 	s->mbox = calloc(o.max_clients, sizeof(*s->mbox));
 	s->rflags = aligned_alloc(4096, s->flags_len);
-	int r = s->idx_used && s->mbox && s->rflags && s->pend ? 0 : -ENOMEM;
+	int r = s->idx_used && s->mbox && s->rflags && s->pend && s->pfds ? 0 : -ENOMEM;
 	if (s->rflags)
 		memset(s->rflags, 0, s->flags_len);
 	if (!r && (s->ep = epoll_create1(EPOLL_CLOEXEC)) < 0)
@@ -230,6 +231,7 @@ ZL_API void zl_server_close(zl_server *s)
 	pthread_mutex_destroy(&s->lock);
 	free(s->idx_used);
 	free(s->pend);
+	free(s->pfds);
 	free(s->mbox);
 	free(s->big);
 	free(s->scratch);

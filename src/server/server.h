@@ -3,6 +3,7 @@
 #ifndef ZL_SERVER_H
 #define ZL_SERVER_H
 
+#include <poll.h>
 #include <pthread.h>
 #include <unistd.h>
 #include <stdatomic.h>
@@ -123,6 +124,7 @@ struct zl_server {
 	int64_t lst_hs_us[SRV_MAX_LISTENERS]; /* their handshake_timeout_us */
 	int nlst;
 	struct pend *pend;         /* max_handshakes; the acceptor thread's */
+	struct pollfd *pfds;       /* its poll set: listeners, ctl_fd, pend */
 	struct srv_client *ready;  /* accepted, not yet taken by the server */
 	int accept_fd;             /* eventfd: ready is not empty */
 	uint32_t nclients;         /* admitted, including ready */
@@ -173,6 +175,14 @@ static inline void srv_drain(int efd)
 	uint64_t v;
 	while (read(efd, &v, sizeof(v)) > 0)
 		;
+}
+
+/* Take a ring channel's wake-ups and look at its peer; with arm, also ask
+ * the peer for a wake-up (ring channels are in manual mode). 0 for other
+ * channels, else the settle op's result. */
+static inline int srv_settle(zl_channel *ch, bool arm)
+{
+	return ch->ops->settle ? ch->ops->settle(ch, arm) : 0;
 }
 
 /* accept.c: the acceptor thread (arg: the server) */

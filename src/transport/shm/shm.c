@@ -430,27 +430,6 @@ static int make_addr(const struct zl_url *u, struct sockaddr_un *a, socklen_t *l
 
 /* ---- listener ---------------------------------------------------------- */
 
-static int shm_accept(zl_listener *l, int64_t timeout_us, zl_channel **out)
-{
-	struct shm_listener *sl = (struct shm_listener *)l;
-	int64_t deadline = zl_deadline(timeout_us);
-	for (;;) {
-		int s = accept4(sl->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-		if (s >= 0) {
-			int64_t hs = zl_now_us() + sl->opts.handshake_timeout_us;
-			return handshake(s, &sl->opts, false, hs, out);
-		}
-		if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
-			return -errno;
-		struct pollfd p = { .fd = sl->fd, .events = POLLIN };
-		int n = poll(&p, 1, zl_poll_ms(deadline));
-		if (n < 0 && errno != EINTR)
-			return -errno;
-		if (n == 0 && zl_now_us() >= deadline)
-			return ZL_TIMEOUT_ERR(timeout_us);
-	}
-}
-
 static int shm_take(zl_listener *l) { return zl_sock_take(((struct shm_listener *)l)->fd, 0); }
 
 /* One SEQPACKET message is the whole hello. */
@@ -464,6 +443,14 @@ static int shm_finish(zl_listener *l, int fd, zl_channel **out)
 {
 	struct shm_listener *sl = (struct shm_listener *)l;
 	return handshake(fd, &sl->opts, false, zl_now_us() + sl->opts.handshake_timeout_us, out);
+}
+
+static int shm_accept(zl_listener *l, int64_t timeout_us, zl_channel **out)
+{
+	int fd = zl_sock_accept(((struct shm_listener *)l)->fd, 0, zl_deadline(timeout_us));
+	if (fd < 0)
+		return fd == -ETIMEDOUT ? ZL_TIMEOUT_ERR(timeout_us) : fd;
+	return shm_finish(l, fd, out);
 }
 
 static int shm_listener_fd(const zl_listener *l) { return ((const struct shm_listener *)l)->fd; }

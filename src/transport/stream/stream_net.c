@@ -108,10 +108,6 @@ static int xfer(int fd, uint8_t *buf, size_t n, int64_t deadline, bool out)
 static int setup(int fd, bool is_unix, const struct zl_opts *o, int64_t deadline,
 		 zl_channel **out)
 {
-	if (!is_unix) {
-		int one = 1;
-		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	}
 	int32_t pid;
 	int refuse = is_unix ? zl_check_peer_uid(fd, o->allow_other_uid, "unix", &pid) : 0;
 	uint8_t me[ZL_STREAM_HELLO_LEN], peer[ZL_STREAM_HELLO_LEN] = { 0 };
@@ -197,33 +193,6 @@ static int tcp_check(const struct zl_url *u, bool passive)
 
 /* ---- listener --------------------------------------------------------- */
 
-static int l_accept(zl_listener *base, int64_t timeout_us, zl_channel **out)
-{
-	struct slistener *l = (struct slistener *)base;
-	int64_t deadline = zl_deadline(timeout_us);
-	for (;;) {
-		int fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-		if (fd >= 0) {
-			int rc = setup(fd, l->is_unix, &l->o,
-				       zl_deadline(l->o.handshake_timeout_us), out);
-			if (rc != -ENOTCONN)
-				return rc;
-			ZL_LOG(ZL_LOG_DEBUG, "%s: peer left before its hello; dropped",
-			       name(l->is_unix));
-			continue;
-		}
-		if (errno == EINTR || errno == ECONNABORTED)
-			continue;
-		if (errno != EAGAIN && errno != EWOULDBLOCK)
-			return -errno;
-		if (zl_now_us() >= deadline)
-			return ZL_TIMEOUT_ERR(timeout_us);
-		int rc = zl_stream_poll(l->fd, POLLIN, deadline, NULL);
-		if (rc < 0)
-			return rc;
-	}
-}
-
 static int l_take(zl_listener *base)
 {
 	struct slistener *l = (struct slistener *)base;
@@ -240,6 +209,21 @@ static int l_finish(zl_listener *base, int fd, zl_channel **out)
 {
 	struct slistener *l = (struct slistener *)base;
 	return setup(fd, l->is_unix, &l->o, zl_deadline(l->o.handshake_timeout_us), out);
+}
+
+static int l_accept(zl_listener *base, int64_t timeout_us, zl_channel **out)
+{
+	struct slistener *l = (struct slistener *)base;
+	int64_t deadline = zl_deadline(timeout_us);
+	for (;;) {
+		int fd = zl_sock_accept(l->fd, !l->is_unix, deadline);
+		if (fd < 0)
+			return fd == -ETIMEDOUT ? ZL_TIMEOUT_ERR(timeout_us) : fd;
+		int rc = l_finish(base, fd, out);
+		if (rc != -ENOTCONN)
+			return rc;
+		ZL_LOG(ZL_LOG_DEBUG, "%s: peer left before its hello; dropped", name(l->is_unix));
+	}
 }
 
 static int l_fd(const zl_listener *base) { return ((const struct slistener *)base)->fd; }

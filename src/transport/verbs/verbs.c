@@ -693,7 +693,7 @@ static int parse_params(const struct zl_url *u, struct rd_params *p)
 	p->order = -1;
 	static const char *const core_keys[] = { "ring", "max_msg", "spin_us", "busy_poll",
 						 "rpos_every", "handshake_timeout_us",
-					    "max_peer_ring" };
+						 "max_peer_ring" };
 	for (int i = 0; i < u->nparams; i++) {
 		const char *k = u->params[i].key, *val = u->params[i].val;
 		char *end;
@@ -981,16 +981,6 @@ static int make_chan(int sock, const struct rd_params *p, const struct zl_opts *
 
 /* ---- listener and connect ----------------------------------------------- */
 
-static int rd_accept(zl_listener *l, int64_t timeout_us, zl_channel **out)
-{
-	struct rd_listener *rl = (struct rd_listener *)l;
-	int s = zl_tcp_accept(rl->fd, timeout_us == 0 ? zl_now_us() : zl_deadline(timeout_us));
-	if (s < 0)
-		return s == -ETIMEDOUT ? ZL_TIMEOUT_ERR(timeout_us) : s;
-	return make_chan(s, &rl->params, &rl->opts, zl_now_us() + rl->opts.handshake_timeout_us,
-			 out);
-}
-
 static int rd_listener_fd(const zl_listener *l) { return ((const struct rd_listener *)l)->fd; }
 
 static int rd_listener_url(const zl_listener *l, char *buf, size_t cap)
@@ -1024,6 +1014,14 @@ static int rd_finish(zl_listener *l, int fd, zl_channel **out)
 	struct rd_listener *rl = (struct rd_listener *)l;
 	return make_chan(fd, &rl->params, &rl->opts, zl_now_us() + rl->opts.handshake_timeout_us,
 			 out);
+}
+
+static int rd_accept(zl_listener *l, int64_t timeout_us, zl_channel **out)
+{
+	int s = zl_sock_accept(((struct rd_listener *)l)->fd, 1, zl_deadline(timeout_us));
+	if (s < 0)
+		return s == -ETIMEDOUT ? ZL_TIMEOUT_ERR(timeout_us) : s;
+	return rd_finish(l, s, out);
 }
 
 static const struct zl_listener_ops rd_listener_ops = {
