@@ -10,8 +10,9 @@
  *     newcomers displace the oldest entries of the peer holding most.
  * Each time an honest client must connect within 1 s on every transport,
  * and its median call latency stay within 1.5x of a quiet server's (plus
- * 20 us for scheduling noise on this 2-core host); the server counts the
- * dropped peers.
+ * 20 us for scheduling noise on this 2-core host; it runs alone, as other
+ * tests' spinning threads would share its two cores; sanitizer builds only
+ * report the latencies); the server counts the dropped peers.
  */
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -81,6 +82,8 @@ static void check_all(const char *what, void (*attack)(void), void (*calm)(void)
 		}
 		printf("%s: %s best median %" PRId64 " ns, quiet %" PRId64 " ns (ratio %.2f)\n",
 		       what, schemes[i], att, quiet, (double)att / (double)quiet);
+		if (tl_scaled_down())
+			continue; /* many times slower, and noisier: report only */
 		CHECKF(att * 2 <= quiet * 3 + 40000, "%s: %s median %" PRId64 " ns, quiet %" PRId64,
 		       what, schemes[i], att, quiet);
 	}

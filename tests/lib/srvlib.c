@@ -171,8 +171,7 @@ void tl_check_latency(const char *what, int64_t bound_us, int64_t worst_us, uint
 {
 	printf("%s: %" PRIu64 " calls over %" PRId64 " us (at most %d allowed), worst %" PRId64
 	       " us\n", what, slow, bound_us, TL_SLOW_MAX, worst_us);
-	const char *sc = getenv("ZL_TEST_SCALE");
-	if (sc && atof(sc) < 1.0)
+	if (tl_scaled_down())
 		return;
 	CHECKF(slow <= TL_SLOW_MAX && worst_us < TL_SLOW_NEVER_US,
 	       "%s: %" PRIu64 " calls over %" PRId64 " us, worst %" PRId64 " us", what, slow,

@@ -223,4 +223,12 @@ static inline uint64_t tl_scaled(uint64_t n)
 	return v ? v : 1;
 }
 
+/* A scaled-down (sanitizer) run: many times slower, so timing bounds only
+ * report. */
+static inline bool tl_scaled_down(void)
+{
+	const char *e = getenv("ZL_TEST_SCALE");
+	return e && strtod(e, NULL) < 1.0;
+}
+
 #endif
