@@ -17,7 +17,8 @@
 # fieldcount=1 fieldlength=100 (values of 100 B), one client thread, one
 # request in flight. The script prints the issue 5 ratios from the measured
 # headline ops/s: zl-kvd shm / Redis tcp (target >= 30) and zl-kvd tcp /
-# Redis tcp (target >= 0.85, i.e. within 15% or better).
+# Redis tcp (target >= 0.85, i.e. within 15% or better), and for every
+# backend workloads A, B and F over C and A's update over read median.
 #
 # Writes OUT (default BUILD_DIR/ycsb-compare): ycsb-compare.csv (every
 # zl-ycsb row), ycsb-compare.md (the tables), ycsb-compare.png (gnuplot, if
@@ -348,6 +349,26 @@ for be in $backends; do have_backend "$be" && present+=("$be"); done
 		else printf '| %s |' "$w"; ph=run; ww=$w; fi
 		for be in "${present[@]}"; do printf ' %s |' "$(show "$be" "$w" "$ww" "$ph" "$csv")"; done
 		echo
+	done
+	echo
+	echo "## A, B and F next to C (issue 21 targets)"
+	echo
+	echo "Each workload's ops/s over C's, same backend and run (target >= 0.8 on zl-kvd shm),"
+	echo "and A's update median over its read median (target <= 1.5)."
+	echo
+	echo "| backend | A / C | B / C | F / C | A update / read median |"
+	echo "|---|---|---|---|---|"
+	for be in "${present[@]}"; do
+		c=$(field "$csv" "$be" c run OVERALL 7)
+		printf '| %s |' "$be"
+		for w in a b f; do
+			v=$(field "$csv" "$be" "$w" run OVERALL 7)
+			if [ -n "$c" ] && [ -n "$v" ]; then awk -v a="$v" -v b="$c" 'BEGIN { printf " %.2f |", a / b }'
+			else printf ' - |'; fi
+		done
+		u=$(field "$csv" "$be" a run UPDATE 8) r=$(field "$csv" "$be" a run READ 8)
+		if [ -n "$u" ] && [ -n "$r" ]; then awk -v a="$u" -v b="$r" 'BEGIN { printf " %.2f |\n", b > 0 ? a / b : 0 }'
+		else echo ' - |'; fi
 	done
 	echo
 	echo "## Headline (issue 5 targets)"

@@ -18,7 +18,8 @@
  *
  * Timeouts are in microseconds: 0 polls once, -1 waits forever, any other
  * value bounds the wait. A wait spins for opts.spin_us first and then sleeps
- * until the peer wakes it (eventfd on shm, the socket on tcp/unix).
+ * until the peer wakes it (a record on the rendezvous socket on shm, a
+ * completion event on rdma, the socket itself on tcp/unix).
  *
  * Thread safety:
  *   - zl_listener: zl_accept may be called from one thread at a time;
@@ -250,6 +251,86 @@ int zl_wait_writable(zl_channel *ch, size_t len, int64_t timeout_us);
  */
 int zl_channel_fd(zl_channel *ch);
 
+/*
+ * Arm the channel fd before sleeping on it, instead of having every empty
+ * zl_recv(..., 0) do so (as UCX's ucp_worker_arm). Returns
+ *   0        armed: nothing to receive now, and zl_channel_fd will turn
+ *            readable when a message arrives or the peer goes away
+ *   -EBUSY   do not sleep: zl_recv(..., 0) would not return -EAGAIN now
+ *            (a message, the peer's close, or the channel's failure)
+ *   -EINVAL  NULL channel, or the fd could not be made (see zl_channel_fd)
+ * From the first call on, the channel is in manual mode: an empty
+ * zl_recv(..., 0) costs no system call and no fence, and the fd fires only
+ * after an arm, so call zl_channel_arm before every sleep on the fd.
+ * Same thread as the receive side.
+ */
+int zl_channel_arm(zl_channel *ch);
+
+/* ---- waiting on many channels and fds --------------------------------- */
+
+/* Events (the values of POLLIN, POLLOUT, POLLERR and POLLHUP). */
+#define ZL_POLLIN  0x001u /* zl_recv(..., 0) would not return -EAGAIN */
+#define ZL_POLLOUT 0x004u /* a message of ZL_POLL_WRITABLE bytes fits now */
+#define ZL_POLLERR 0x008u /* the channel failed (always reported) */
+#define ZL_POLLHUP 0x010u /* the peer is gone (always reported) */
+#define ZL_POLL_WRITABLE 256
+
+typedef struct zl_poller zl_poller;
+
+struct zl_poll_event {
+	uint32_t events; /* ZL_POLL* that hold */
+	int id;          /* as returned by zl_poller_add_* */
+	void *user;
+};
+
+struct zl_poller_info {
+	uint64_t waits;    /* zl_poller_wait calls */
+	uint64_t sleeps;   /* times it slept in epoll_wait */
+	uint64_t arms;     /* channel arms before those sleeps */
+	uint64_t kernel_looks; /* epoll_wait calls that did not sleep */
+	uint64_t events;   /* events returned */
+};
+
+/*
+ * zl_poller: one waiter over channels, listeners and foreign fds,
+ * level-triggered (an item is reported on every wait while it is ready).
+ * A wait looks at the channels' rings first (no system call), then spins
+ * for spin_us over the rings (and, now and then, the kernel fds), then arms
+ * every ring channel and sleeps in epoll_wait. While any ring channel is
+ * busy a wait makes no system call, except a look at the kernel fds every
+ * 64 waits (every 1024 with ring channels only; on every wait when it holds
+ * tcp/unix channels, whose readiness is the kernel's) and every 128 polls
+ * of a spin. Idle past the spin, it takes no CPU.
+ * Adding a ring channel puts it in manual mode (see zl_channel_arm): do
+ * not also sleep on its fd elsewhere.
+ * Thread safety: a poller and the receive sides of its channels belong to
+ * one thread; items must be removed before their channel or fd is closed.
+ *
+ * zl_poller_create: spin_us < 0 uses 50. 0 and *out, -EINVAL, -ENOMEM,
+ *   -errno of epoll_create1.
+ * zl_poller_add_channel, _add_listener, _add_fd: events is a mask of
+ *   ZL_POLLIN and ZL_POLLOUT (listeners: ZL_POLLIN, a connection waits).
+ *   Return the item's id (>= 0), or -EINVAL (NULL, no events, a bad fd),
+ *   -EEXIST (already in this poller), -ENOMEM, -errno of epoll_ctl.
+ * zl_poller_mod: new events for an item. 0, -ENOENT, -EINVAL, or -errno
+ *   of epoll_ctl (-EBADF: the fd was closed before its item was removed).
+ * zl_poller_del: 0 or -ENOENT.
+ * zl_poller_wait: up to max events into ev; returns their number (> 0),
+ *   or -ETIMEDOUT (nothing within timeout_us; -EAGAIN when timeout_us is
+ *   0), -EINVAL, -EINTR (a signal ended the sleep), -errno of epoll_wait.
+ */
+int zl_poller_create(int64_t spin_us, zl_poller **out);
+int zl_poller_add_channel(zl_poller *p, zl_channel *ch, uint32_t events, void *user);
+int zl_poller_add_listener(zl_poller *p, zl_listener *l, void *user);
+int zl_poller_add_fd(zl_poller *p, int fd, uint32_t events, void *user);
+int zl_poller_mod(zl_poller *p, int id, uint32_t events);
+int zl_poller_del(zl_poller *p, int id);
+int zl_poller_wait(zl_poller *p, struct zl_poll_event *ev, int max, int64_t timeout_us);
+/* Counters; -EINVAL on NULL. */
+int zl_poller_info(const zl_poller *p, struct zl_poller_info *info);
+/* NULL is a no-op. Channels and fds stay open. */
+void zl_poller_destroy(zl_poller *p);
+
 /* ---- introspection ---------------------------------------------------- */
 
 struct zl_channel_info {
@@ -266,6 +347,11 @@ struct zl_channel_info {
 	char mode[8];           /* rdma: how our ring is written, "single"
 	                           (one WRITE, in-order placement) or "split"
 	                           (data WRITE, then the tag); else "" */
+	uint64_t arms;          /* times this side asked the peer to wake it */
+	uint64_t fences;        /* global fences (membarrier(2)) it issued */
+	uint64_t syscalls;      /* system calls its data path made: waits,
+	                           wake-ups, fences, and on tcp/unix every
+	                           read, write and poll */
 };
 
 /* Fill *info. -EINVAL on NULL. */
@@ -388,6 +474,8 @@ struct zl_server_info {
 	uint64_t handshakes_failed; /* new clients dropped in their handshake:
 	                             malformed, refused, too slow, or displaced
 	                             by newer ones past max_handshakes */
+	uint64_t arms;            /* client channels the serving thread asked
+	                             for a wake-up (before it slept) */
 };
 
 /* Fill *info. 0 or -EINVAL. */

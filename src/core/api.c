@@ -5,7 +5,6 @@
 
 #include "internal.h"
 
-#define ZL_API __attribute__((visibility("default")))
 
 static const struct zl_transport *const transports[] = {
 	&zl_transport_shm,
@@ -180,6 +179,17 @@ ZL_API int zl_wait_writable(zl_channel *ch, size_t len, int64_t timeout_us)
 }
 
 ZL_API int zl_channel_fd(zl_channel *ch) { return ch ? ch->ops->fd(ch) : -EINVAL; }
+
+ZL_API int zl_channel_arm(zl_channel *ch)
+{
+	if (!ch || !ch->ops->arm)
+		return -EINVAL;
+	int fd = ch->ops->fd(ch);
+	if (fd < 0)
+		return -EINVAL;
+	int r = ch->ops->arm(ch, ZL_POLLIN, false);
+	return r > 0 ? -EBUSY : r;
+}
 
 ZL_API int zl_channel_info(const zl_channel *ch, struct zl_channel_info *info)
 {

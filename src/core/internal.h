@@ -14,6 +14,8 @@
 #include "url.h"
 
 #define ZL_UNUSED __attribute__((unused))
+/* A public symbol (the library is built with hidden visibility). */
+#define ZL_API __attribute__((visibility("default")))
 #define ZL_LIKELY(x) __builtin_expect(!!(x), 1)
 /* A slow path kept out of line, so that its register saves stay off the
  * fast path that calls it. */
@@ -51,6 +53,19 @@ struct zl_chan_ops {
 	 * -ECONNRESET. */
 	int (*settle)(zl_channel *ch, bool arm);
 	int (*poke)(zl_channel *ch);
+	/* For zl_poller and zl_channel_arm (both ops optional together):
+	 * ready: the ZL_POLL* events (of those asked, plus ERR and HUP) that
+	 *   hold now, found without a system call;
+	 * arm: before the owner sleeps on the channel fd: take the wake-ups
+	 *   if the fd was seen readable (woken), then ask to be woken for
+	 *   events; returns the ready mask (> 0: do not sleep) or 0 (armed).
+	 *   From the first call on the channel is in manual mode, as after
+	 *   settle. Channels without these ops are plain kernel fds. */
+	uint32_t (*ready)(zl_channel *ch, uint32_t events);
+	int (*arm)(zl_channel *ch, uint32_t events, bool woken);
+	/* The channel fd is the socket itself (streams): its readiness counts
+	 * as the channel's, beside ready's. */
+	bool kernel;
 };
 
 /*

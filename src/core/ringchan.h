@@ -11,7 +11,8 @@
  * fence, and checks once more before sleeping. The other side, after making
  * progress visible (a record, or a new read position), fences and checks
  * the flag; if set, it clears it and wakes the sleeper through the link.
- * The two fences make it impossible for both to miss each other.
+ * The two fences make it impossible for both to miss each other (see the
+ * top of ringchan.c for which fences, and when they are cheap).
  *
  * The receiver publishes its read position every publish_every bytes,
  * before it sleeps or returns -EAGAIN from a poll, and on demand: a sender
@@ -50,8 +51,9 @@ struct zl_ring_link_ops {
 	/* Optional: called before every look at the receive ring, for
 	 * transports whose records are announced by completions. */
 	void (*progress)(struct zl_ringchan *rc);
-	/* Drain a pending RX wakeup without blocking (fd mode). */
-	void (*drain)(struct zl_ringchan *rc);
+	/* Drain pending RX wakeups without blocking (fd mode). 0, or
+	 * -ECONNRESET when the drain saw that the peer is gone. */
+	int (*drain)(struct zl_ringchan *rc);
 	/* The fd for zl_channel_fd (created on first call) or -errno. */
 	int (*fd)(struct zl_ringchan *rc);
 	/* Release the transport's resources and free rc. */
@@ -68,6 +70,12 @@ struct zl_ringchan {
 	 * it after publishing our read position). */
 	_Atomic uint32_t *peer_rx_sleeping;
 	_Atomic uint32_t *peer_tx_sleeping;
+	/* Symmetric fences on request (optional, with asym; see ringchan.c):
+	 * our request, which the peer reads, and its answer; the peer's
+	 * request, and our answer. */
+	_Atomic uint32_t *sym_req, *sym_ack, *peer_sym_req, *peer_sym_ack;
+	bool tx_sym;            /* we fence every send: the peer asked */
+	bool rx_sym;            /* the peer fences every send: our arms may too */
 	void (*publish_rpos)(struct zl_ringchan *rc, uint64_t rpos);
 
 	struct zl_opts opts;    /* opts.max_msg: the largest message we accept */
@@ -77,6 +85,7 @@ struct zl_ringchan {
 	_Atomic bool peer_closed; /* CLOSE record seen or peer gone */
 	bool fd_mode;           /* zl_channel_fd was called */
 	bool manual_arm;        /* the owner arms (the arm op): empty polls do not */
+	bool rx_armed;          /* armed for RX since the last drain */
 	bool asym;              /* both ends registered for membarrier(2) */
 	bool peeked;            /* a zl_recv_peek is open */
 	const uint8_t *rec_p;   /* the record rx_ready found */
@@ -102,7 +111,8 @@ struct zl_ringchan {
 
 	struct zl_channel_info stats;
 	/* counters the receive side keeps (stats holds the send side's) */
-	uint64_t rx_wakeups_sent, rx_sleeps;
+	uint64_t rx_wakeups_sent, rx_sleeps, rx_fences, rx_arms;
+	_Atomic uint64_t syscalls; /* the link counts its system calls (zl_rc_syscall) */
 };
 
 /* Set up rc after the transport filled link, tx, rx, the flag pointers and
@@ -116,6 +126,12 @@ void zl_ringchan_init(struct zl_ringchan *rc, const struct zl_opts *o, uint64_t 
 void zl_ringchan_fini(struct zl_ringchan *rc);
 
 extern const struct zl_chan_ops zl_ringchan_ops;
+
+/* Count n system calls made for rc (any thread). */
+static inline void zl_rc_syscall(struct zl_ringchan *rc, uint64_t n)
+{
+	atomic_fetch_add_explicit(&rc->syscalls, n, memory_order_relaxed);
+}
 
 /* Register this process for membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED);
  * true if the kernel supports it (once per process, thread-safe). */

@@ -15,7 +15,6 @@
 #include "proto.h"
 #include "zipline_kv.h"
 
-#define ZL_API __attribute__((visibility("default")))
 
 struct zl_kv {
 	zl_client *cli;

@@ -213,7 +213,7 @@ static int pend_step(struct zl_server *s, struct pend *p, int *np)
 			/* ring channels: arm the peer's wake-up once, and from now
 			 * on only before sleeping (empty looks no longer arm and
 			 * fence, which a peer could otherwise make us do at will) */
-			r = srv_settle(p->ch, true);
+			r = srv_settle(NULL, p->ch, true);
 		if (r) {
 			pend_drop(s, p, np, "transport handshake failed", r);
 			return 1;
@@ -222,7 +222,7 @@ static int pend_step(struct zl_server *s, struct pend *p, int *np)
 	struct srv_hello h;
 	size_t n = 0;
 	/* ring channels: take the wake-ups that made the fd readable */
-	int r = srv_settle(p->ch, false);
+	int r = srv_settle(NULL, p->ch, false);
 	if (!r)
 		r = zl_recv(p->ch, &h, sizeof(h), &n, 0);
 	if (r == -EAGAIN)

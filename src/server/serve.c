@@ -129,7 +129,7 @@ static void srv_attach(struct zl_server *s, struct srv_client *cl)
 		return;
 	}
 	if (cl->kind == CL_RMBOX) {
-		if ((r = srv_settle(cl->ch, true)))
+		if ((r = srv_settle(s, cl->ch, true)))
 			srv_drop(cl, "cannot arm the client", r);
 		else
 			rflags_look(cl); /* requests sent before we knew the client */
@@ -396,7 +396,7 @@ static int handle_events(struct zl_server *s, int timeout_ms)
 			 * their wake-ups here (manual mode), chan_drain reads an
 			 * rdma mailbox client's messages only after their doorbell,
 			 * and the scan that follows finds mailbox requests */
-			int r = srv_settle(t->cl->ch, false);
+			int r = srv_settle(s, t->cl->ch, false);
 			if (r)
 				srv_drop(t->cl, "channel failed", r);
 			else
@@ -467,7 +467,7 @@ static void set_sleeping(struct zl_server *s, uint32_t v)
 		 * doorbell for a message (or one is half in) */
 		if ((cl->kind == CL_RMBOX || cl->kind == CL_RING || cl->bells || cl->partial) &&
 		    v) {
-			int r = srv_settle(cl->ch, true);
+			int r = srv_settle(s, cl->ch, true);
 			if (r)
 				srv_drop(cl, "cannot arm the client", r);
 		}

@@ -196,6 +196,7 @@ ZL_API int zl_server_info(const zl_server *s, struct zl_server_info *info)
 	info->sleeps = GET(sleeps);
 	info->paused = GET(paused);
 	info->handshakes_failed = GET(handshakes_failed);
+	info->arms = GET(arms);
 	for (int t = 0; t < 256; t++)
 		info->per_type[t] = GET(per_type[t]);
 #undef GET

@@ -12,7 +12,6 @@
 #include "scan.h"
 #include "wire.h"
 
-#define ZL_API __attribute__((visibility("default")))
 #define SRV_MAX_LISTENERS 8
 
 enum cl_kind {
@@ -99,6 +98,7 @@ struct srv_counters {
 	_Atomic uint64_t clients, clients_total, clients_dropped, requests, rejected,
 		spurious, recovered, sleeps, paused, handshakes_failed;
 	_Atomic uint64_t per_type[256];
+	_Atomic uint64_t arms;
 };
 
 struct zl_server {
@@ -180,9 +180,13 @@ static inline void srv_drain(int efd)
 /* Take a ring channel's wake-ups and look at its peer; with arm, also ask
  * the peer for a wake-up (ring channels are in manual mode). 0 for other
  * channels, else the settle op's result. */
-static inline int srv_settle(zl_channel *ch, bool arm)
+static inline int srv_settle(struct zl_server *s, zl_channel *ch, bool arm)
 {
-	return ch->ops->settle ? ch->ops->settle(ch, arm) : 0;
+	if (!ch->ops->settle)
+		return 0;
+	if (arm && s) /* the serving thread's (s NULL: the acceptor's) */
+		CNT_ADD(s, arms, 1);
+	return ch->ops->settle(ch, arm);
 }
 
 /* accept.c: the acceptor thread (arg: the server) */

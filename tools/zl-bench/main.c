@@ -29,12 +29,17 @@ static const char usage_text[] =
 	"      both. --ucx adds ucx_perftest rows via bench/compare-ucx.sh.\n"
 	"  pingpong --url URL [--size S[,S...]] [--iters N] [--warmup W] [--csv FILE]\n"
 	"           [--zerocopy | --unread] [--server | --client]\n"
+	"           [--loop block|poll|arm|poller]\n"
 	"      one zipline URL. Forks its own echo server unless --server or --client\n"
 	"      is given (one side each, e.g. on two hosts). --zerocopy uses\n"
 	"      zl_send_reserve/commit and zl_recv_peek/release on both sides.\n"
 	"      --unread: zero-copy, and the echo server answers from its own buffer\n"
 	"      with only the bytes the client checks carried over, so the payload\n"
 	"      is not read (as ucx_perftest -t ucp_am_lat); give it to both sides.\n"
+	"      --loop: how the echo server waits: in zl_recv (block, the default),\n"
+	"      poll(2) on zl_channel_fd with empty zl_recv(..., 0) arming (poll),\n"
+	"      poll(2) after zl_channel_arm (arm), or in a zl_poller (poller); the\n"
+	"      server then prints its system calls, arms and sleeps per round trip.\n"
 	"      Default sizes 8,64,512,4096; iters 200000 for shm://, else 20000.\n"
 	"  floor    [--iters N] [--warmup W] [--csv FILE]\n"
 	"      the hardware limit: one 8-byte atomic in its own cache line bounced\n"
@@ -48,8 +53,9 @@ static const char usage_text[] =
 	"      shared VM) changes it for all alike; per method the RTT statistics\n"
 	"      and its ratio to the floor with a 95%% confidence interval. Default\n"
 	"      size 64, 200000 round trips per method in 400 block rounds.\n"
-	"  rawtcp   [--size S[,S...]] [--iters N] [--warmup W] [--csv FILE]\n"
-	"      blocking TCP ping-pong on 127.0.0.1 without zipline (the baseline).\n"
+	"  rawtcp   [--size S[,S...]] [--iters N] [--warmup W] [--csv FILE] [--loop L]\n"
+	"      blocking TCP ping-pong on 127.0.0.1 without zipline (the baseline);\n"
+	"      with --loop other than block, the echo server is an epoll loop.\n"
 	"  nto1     --url URL [--clients 1,2,4,8] [--size S] [--iters N] [--warmup W]\n"
 	"           [--csv FILE]\n"
 	"      N:1: one zl_server thread (forked, on CPU B) and N client threads (on\n"
@@ -166,7 +172,7 @@ int parse_pin(const char *s, int *a, int *b)
 enum {
 	O_URL = 1000, O_SIZE, O_ITERS, O_WARMUP, O_PIN, O_CSV, O_ZC, O_UNREAD, O_SERVER, O_CLIENT,
 	O_SIZES, O_PNG, O_UCX, O_TIMER, O_TIMEOUT, O_SHM_ITERS, O_SOCK_ITERS, O_HELP,
-	O_IMPL, O_N, O_CLIENTS, O_BLOCKS,
+	O_IMPL, O_N, O_CLIENTS, O_BLOCKS, O_LOOP,
 };
 
 static const struct option longopts[] = {
@@ -192,6 +198,7 @@ static const struct option longopts[] = {
 	{"n", required_argument, 0, O_N},
 	{"clients", required_argument, 0, O_CLIENTS},
 	{"blocks", required_argument, 0, O_BLOCKS},
+	{"loop", required_argument, 0, O_LOOP},
 	{0, 0, 0, 0},
 };
 
@@ -218,6 +225,8 @@ static int allowed(enum cmd c, int opt)
 		return c != C_COMPARE;
 	case O_URL: case O_ZC: case O_UNREAD: case O_SERVER: case O_CLIENT:
 		return c == C_PINGPONG;
+	case O_LOOP:
+		return c == C_PINGPONG || c == C_RAWTCP;
 	case O_SIZE: case O_SIZES: /* synonyms */
 		return c != C_FLOOR;
 	case O_SHM_ITERS: case O_SOCK_ITERS: case O_PNG: case O_UCX:
@@ -260,6 +269,7 @@ int main(int argc, char **argv)
 	uint64_t nblocks = 400;
 	int pin_given = 0, cpu_a = 0, cpu_b = 1, zc = 0, unread = 0, ucx = 0;
 	enum pp_mode mode = PP_BOTH;
+	enum pp_loop loop = LOOP_BLOCK;
 	enum timer_kind tk = TIMER_AUTO;
 
 	/* options follow the command word */
@@ -314,6 +324,16 @@ int main(int argc, char **argv)
 				return usage("bad --blocks '%s' (10..1000000)", optarg);
 			break;
 		case O_PNG: png = optarg; break;
+		case O_LOOP: {
+			static const char *const names[] = {"block", "poll", "arm", "poller"};
+			int k = 0;
+			while (k < 4 && strcmp(optarg, names[k]))
+				k++;
+			if (k == 4)
+				return usage("bad --loop '%s' (block, poll, arm or poller)", optarg);
+			loop = (enum pp_loop)k;
+			break;
+		}
 		case O_ZC: zc = 1; break;
 		case O_UNREAD: zc = unread = 1; break;
 		case O_UCX: ucx = 1; break;
@@ -434,7 +454,10 @@ int main(int argc, char **argv)
 			.unread = unread,
 			.timeout_us = timeout_us,
 			.mode = mode,
+			.loop = loop,
 		};
+		if (loop != LOOP_BLOCK && zc)
+			return usage("%s", "--loop other than block echoes by copy: no --zerocopy");
 		o.warmup = warmup == UINT64_MAX ? o.iters / 10 : warmup;
 		memcpy(o.sizes, sizes, sizeof(o.sizes));
 		struct result res[ZLB_MAX_SIZES];
@@ -443,9 +466,10 @@ int main(int argc, char **argv)
 		struct sink sink = {csvf, cmd == C_RAWTCP ? "raw-tcp" : scheme,
 				    cmd == C_RAWTCP ? "tcp://127.0.0.1:0 (plain socket)" : o.url};
 		if (cmd == C_RAWTCP) {
-			printf("raw tcp (baseline): blocking TCP ping-pong on 127.0.0.1, TCP_NODELAY, no "
-			       "zipline\nRTT (round trip), microseconds: %llu timed round trips per "
+			printf("raw tcp (baseline): TCP ping-pong on 127.0.0.1, TCP_NODELAY, no zipline; "
+			       "echo server: %s\nRTT (round trip), microseconds: %llu timed round trips per "
 			       "size after %llu warm-up\n",
+			       loop == LOOP_BLOCK ? "blocking read/write" : "epoll, read until EAGAIN",
 			       (unsigned long long)o.iters, (unsigned long long)o.warmup);
 			report_setup(cpu_a, cpu_b, 1);
 			report_columns();

@@ -10,6 +10,7 @@
 #define _GNU_SOURCE
 #endif
 #include <errno.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -152,6 +153,86 @@ static int echo_loop(zl_channel *ch, const struct pp_opts *o)
 	return server_err("echo", rc);
 }
 
+/* One wait of an event-loop server: 0 once something may be ready.
+ * *polls counts its poll(2) calls. */
+static int loop_wait(zl_channel *ch, int fd, zl_poller *p, enum pp_loop loop, int64_t to,
+		     uint64_t *polls)
+{
+	if (loop == LOOP_POLLER) {
+		struct zl_poll_event ev;
+		int n = zl_poller_wait(p, &ev, 1, to);
+		return n > 0 ? 0 : n;
+	}
+	if (loop == LOOP_ARM) {
+		int r = zl_channel_arm(ch);
+		if (r)
+			return r == -EBUSY ? 0 : r;
+	}
+	struct pollfd pfd = {.fd = fd, .events = POLLIN};
+	(*polls)++;
+	int n = poll(&pfd, 1, to < 0 ? -1 : (int)(to / 1000));
+	return n > 0 ? 0 : n == 0 ? -ETIMEDOUT : -errno;
+}
+
+/* The server's own counts per round trip: every system call (the
+ * channel's, the poll(2) calls of the loop, the poller's epoll_wait). */
+static void print_loop_counts(zl_channel *ch, zl_poller *p, const struct pp_opts *o,
+			      uint64_t msgs, uint64_t polls)
+{
+	static const char *const names[] = {"block", "poll", "arm", "poller"};
+	struct zl_channel_info ci;
+	struct zl_poller_info pi = {0};
+	double m = msgs ? (double)msgs : 1;
+	zl_channel_info(ch, &ci);
+	if (p)
+		zl_poller_info(p, &pi);
+	uint64_t sys = ci.syscalls + polls + pi.kernel_looks + pi.sleeps;
+	printf("echo server (--loop %s), per round trip over %llu: system calls %.4f, arms "
+	       "%.4f, membarriers %.4f, sleeps %.4f, wake-ups sent %.4f\n",
+	       names[o->loop], (unsigned long long)msgs, (double)sys / m,
+	       (double)(ci.arms + pi.arms) / m, (double)ci.fences / m,
+	       (double)(ci.sleeps + pi.sleeps + polls) / m, (double)ci.wakeups_sent / m);
+	fflush(stdout);
+}
+
+/* Echo through an event loop (--loop poll, arm, poller): read every message
+ * there with zl_recv(..., 0), then wait. 0 on a clean close. */
+static int event_loop(zl_channel *ch, const struct pp_opts *o)
+{
+	size_t cap = 65536, len;
+	char *buf = malloc(cap);
+	zl_poller *p = NULL;
+	int fd = -1, rc = buf ? 0 : -ENOMEM;
+	uint64_t msgs = 0, polls = 0;
+	if (!rc && o->loop == LOOP_POLLER) {
+		rc = zl_poller_create(-1, &p);
+		if (!rc && (rc = zl_poller_add_channel(p, ch, ZL_POLLIN, NULL)) > 0)
+			rc = 0;
+	} else if (!rc) {
+		fd = zl_channel_fd(ch);
+		rc = fd < 0 ? fd : 0;
+	}
+	while (!rc) {
+		rc = zl_recv(ch, buf, cap, &len, 0);
+		if (rc == -EAGAIN) {
+			rc = loop_wait(ch, fd, p, o->loop, o->timeout_us, &polls);
+		} else if (rc == -EMSGSIZE) {
+			char *nb = realloc(buf, len);
+			rc = nb ? 0 : -ENOMEM;
+			if (nb)
+				buf = nb, cap = len;
+		} else if (!rc) {
+			rc = zl_send(ch, buf, len, o->timeout_us);
+			msgs++;
+		}
+	}
+	if (rc == -ECONNRESET)
+		print_loop_counts(ch, p, o, msgs, polls);
+	zl_poller_destroy(p);
+	free(buf);
+	return rc == -ECONNRESET ? 0 : server_err("echo", rc);
+}
+
 /* If the listener reports its URL without the query (?busy_poll=1...),
  * give the client the same options the server was started with. */
 static void merge_query(const char *orig, const char *got, char *out, size_t cap)
@@ -208,7 +289,7 @@ static int server_main(const struct pp_opts *o, int notify_fd)
 	zl_listener_close(l);
 	if (rc)
 		return server_err("zl_accept", rc);
-	rc = echo_loop(ch, o);
+	rc = o->loop == LOOP_BLOCK ? echo_loop(ch, o) : event_loop(ch, o);
 	zl_close(ch);
 	if (notify_fd < 0 && !rc)
 		printf("zl-bench server: client closed the channel; done\n");

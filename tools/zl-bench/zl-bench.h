@@ -128,6 +128,10 @@ int parse_pin(const char *s, int *a, int *b);        /* "A,B" | "A" | "none" */
 /* ---- subcommands ------------------------------------------------------ */
 
 enum pp_mode { PP_BOTH, PP_SERVER, PP_CLIENT };
+/* How the echo server waits (--loop): in zl_recv; poll(2) on zl_channel_fd
+ * (arming by empty zl_recv(..., 0)); poll(2) after zl_channel_arm; in a
+ * zl_poller. rawtcp: blocking read(2), or epoll for any other. */
+enum pp_loop { LOOP_BLOCK, LOOP_POLL, LOOP_ARM, LOOP_POLLER };
 
 struct pp_opts {
 	const char *url;
@@ -139,6 +143,7 @@ struct pp_opts {
 	int unread; /* zero-copy, and the echo server does not read the payload */
 	int64_t timeout_us;
 	enum pp_mode mode;
+	enum pp_loop loop;
 	int quiet_header; /* compare prints its own headers */
 };
 

@@ -63,6 +63,7 @@ struct shm_chan {
 	int sock;
 	int epfd;
 	int lfd[2]; /* private eventfds, by enum zl_dir: forwarded wake-ups */
+	_Atomic bool lfd_set[2]; /* lfd[d] may hold a count */
 	struct shm_side me, peer;
 };
 
@@ -91,6 +92,7 @@ static int shm_arm(struct zl_ringchan *rc, enum zl_dir d)
 static int shm_wake(struct zl_ringchan *rc, enum zl_dir d)
 {
 	uint8_t tag = d == ZL_DIR_RX ? SHM_WAKE_RX : SHM_WAKE_TX;
+	zl_rc_syscall(rc, 1);
 	ssize_t w = send(SC(rc)->sock, &tag, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
 	(void)w; /* EAGAIN: wake-ups are queued, the peer will wake; EPIPE: gone */
 	return 0;
@@ -104,34 +106,58 @@ static void efd_drain(int fd)
 }
 
 /* Read the wake-ups queued on the socket (at most DRAIN_MAX), forward the
- * other direction's to its private eventfd, and clear our own (d). */
-static void drain(struct shm_chan *c, enum zl_dir d)
+ * other direction's to its private eventfd, and clear our own (d).
+ * -ECONNRESET if the socket said the peer is gone, else 0. */
+static int drain(struct shm_chan *c, enum zl_dir d)
 {
-	bool fwd[2] = { false, false };
+	bool fwd[2] = { false, false }, gone = false;
+	uint8_t tag[DRAIN_MAX];
+	struct iovec iov[DRAIN_MAX];
+	struct mmsghdr mm[DRAIN_MAX];
+	memset(mm, 0, sizeof(mm));
 	for (int i = 0; i < DRAIN_MAX; i++) {
-		uint8_t tag[8];
-		ssize_t n = recv(c->sock, tag, sizeof(tag), MSG_DONTWAIT);
-		if (n <= 0)
-			break; /* empty, or EOF: the liveness checks see that */
-		if (tag[0] == SHM_WAKE_RX || tag[0] == SHM_WAKE_TX)
-			fwd[tag[0] == SHM_WAKE_RX ? ZL_DIR_RX : ZL_DIR_TX] = true;
+		iov[i] = (struct iovec){ &tag[i], 1 };
+		mm[i].msg_hdr.msg_iov = &iov[i];
+		mm[i].msg_hdr.msg_iovlen = 1;
+	}
+	uint64_t calls = 1;
+	int n = recvmmsg(c->sock, mm, DRAIN_MAX, MSG_DONTWAIT, NULL);
+	if (n < 0)
+		gone = errno != EAGAIN && errno != EINTR;
+	gone |= n == 0; /* EOF */
+	for (int i = 0; i < n; i++) {
+		if (mm[i].msg_len == 0) /* EOF after the records */
+			gone = true;
+		else if (tag[i] == SHM_WAKE_RX || tag[i] == SHM_WAKE_TX)
+			fwd[tag[i] == SHM_WAKE_RX ? ZL_DIR_RX : ZL_DIR_TX] = true;
 	}
 	uint64_t one = 1;
 	enum zl_dir o = d == ZL_DIR_RX ? ZL_DIR_TX : ZL_DIR_RX;
 	if (fwd[o]) {
+		calls++;
 		ssize_t w = write(c->lfd[o], &one, 8);
 		(void)w; /* a full counter is readable all the same */
+		/* after the write: a drain that sees the flag finds the count */
+		atomic_store_explicit(&c->lfd_set[o], true, memory_order_release);
 	}
-	efd_drain(c->lfd[d]);
+	/* our private eventfd holds something only if the other direction's
+	 * drain forwarded it: read it only then */
+	if (atomic_exchange_explicit(&c->lfd_set[d], false, memory_order_acquire)) {
+		calls++;
+		efd_drain(c->lfd[d]);
+	}
+	zl_rc_syscall(&c->rc, calls);
+	return gone ? -ECONNRESET : 0;
 }
 
-static void shm_drain(struct zl_ringchan *rc) { drain(SC(rc), ZL_DIR_RX); }
+static int shm_drain(struct zl_ringchan *rc) { return drain(SC(rc), ZL_DIR_RX); }
 
 /* RDHUP or HUP on the socket: the peer closed, died or shut it down. */
 static bool hung_up(short revents) { return revents & (POLLRDHUP | POLLHUP | POLLERR); }
 
 static int shm_alive(struct zl_ringchan *rc)
 {
+	zl_rc_syscall(rc, 1);
 	struct pollfd p = { .fd = SC(rc)->sock, .events = POLLRDHUP };
 	return poll(&p, 1, 0) > 0 && hung_up(p.revents) ? -ECONNRESET : 0;
 }
@@ -143,11 +169,12 @@ static int shm_sleep(struct zl_ringchan *rc, enum zl_dir d, int64_t deadline)
 		{ .fd = c->sock, .events = POLLIN | POLLRDHUP },
 		{ .fd = c->lfd[d], .events = POLLIN },
 	};
+	zl_rc_syscall(rc, 1);
 	int n = poll(p, 2, zl_poll_ms(deadline));
 	if (n > 0 && hung_up(p[0].revents))
 		return -ECONNRESET;
 	if (n > 0)
-		drain(c, d);
+		return drain(c, d);
 	return 0;
 }
 
@@ -356,6 +383,10 @@ static void chan_setup(struct shm_chan *c, const struct zl_opts *o, uint64_t my_
 	zl_ring_rx_set_lines(&rc->rx, peer->flags & SHM_F_LINES);
 	rc->peer_rx_sleeping = &theirs->rx_sleeping;
 	rc->peer_tx_sleeping = &mine->tx_sleeping;
+	rc->sym_req = &mine->sym_req;
+	rc->sym_ack = &mine->sym_ack;
+	rc->peer_sym_req = &theirs->sym_req;
+	rc->peer_sym_ack = &theirs->sym_ack;
 	rc->publish_rpos = shm_publish;
 	zl_ringchan_init(rc, o, peer->max_msg, "shm");
 	rc->stats.peer_pid = pid;

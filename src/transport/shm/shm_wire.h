@@ -16,6 +16,10 @@
 struct shm_ctl {
 	_Alignas(64) _Atomic uint64_t rpos;       /* owner publishes */
 	_Alignas(64) _Atomic uint32_t rx_sleeping; /* owner sets, peer clears */
+	/* in rx_sleeping's line, which the sender reads on every send:
+	 * symmetric fences (ringchan.c) asked by the owner, granted by the peer */
+	_Atomic uint32_t sym_req;                  /* owner sets */
+	_Atomic uint32_t sym_ack;                  /* peer sets */
 	_Alignas(64) _Atomic uint32_t tx_sleeping; /* peer sets, owner clears */
 };
 

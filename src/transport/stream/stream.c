@@ -60,7 +60,7 @@ struct schan {
 	size_t rcap, rhead, rtail; /* unparsed bytes: rbuf[rhead, rtail) */
 	size_t peeked;		/* frame size of an unreleased peek, 0: none */
 	bool eof;
-	uint64_t msgs_recv, bytes_recv, rsleeps;
+	uint64_t msgs_recv, bytes_recv, rsleeps, rsys;
 
 	/* send side */
 	atomic_int slock;	/* send side vs. try_push() from the receiver */
@@ -69,7 +69,7 @@ struct schan {
 	size_t res_len;
 	uint8_t *sbuf;
 	size_t scap, poff, plen; /* unsent bytes: sbuf[poff, plen) */
-	uint64_t msgs_sent, bytes_sent, ssleeps;
+	uint64_t msgs_sent, bytes_sent, ssleeps, ssys; /* ssys: under slock */
 };
 
 #define CH(ch) ((struct schan *)(ch))
@@ -143,6 +143,7 @@ static int push_pending(struct schan *c, struct waiter *w)
 {
 	int rc = 0;
 	while (c->poff < c->plen) {
+		c->ssys++;
 		ssize_t n = send(c->fd, c->sbuf + c->poff, c->plen - c->poff,
 				 MSG_DONTWAIT | MSG_NOSIGNAL);
 		if (n > 0) {
@@ -209,6 +210,7 @@ static int send_frame(struct schan *c, const uint8_t *buf, size_t len, struct wa
 		if (len > pdone)
 			iov[niov++] = (struct iovec){ (void *)(buf + pdone), len - pdone };
 		struct msghdr m = { .msg_iov = iov, .msg_iovlen = (size_t)niov };
+		c->ssys++;
 		ssize_t n = sendmsg(c->fd, &m, MSG_DONTWAIT | MSG_NOSIGNAL);
 		if (n > 0) {
 			sent += (size_t)n;
@@ -337,6 +339,7 @@ static int s_wait_writable(zl_channel *ch, size_t len, int64_t timeout_us)
 		rc = push_pending(c, &w);
 	while (!rc) { /* then wait for socket room, so commit need not buffer */
 		short rev = 0;
+		c->ssys++;
 		rc = zl_stream_poll(c->fd, POLLOUT, 0, &rev);
 		if (rc < 0)
 			break;
@@ -360,6 +363,7 @@ static int s_wait_writable(zl_channel *ch, size_t len, int64_t timeout_us)
 static int fill(struct schan *c)
 {
 	for (;;) {
+		c->rsys++;
 		ssize_t n = recv(c->fd, c->rbuf + c->rtail, c->rcap - c->rtail, 0);
 		if (n > 0) {
 			c->rtail += (size_t)n;
@@ -410,6 +414,7 @@ static int rx_direct(struct schan *c, uint8_t *dst, size_t len, struct waiter *w
 	c->rhead = c->rtail = 0;
 	for (;;) {
 		struct iovec iov[2] = { { dst + have, len - have }, { c->rbuf, c->rcap } };
+		c->rsys++;
 		ssize_t n = readv(c->fd, iov, 2);
 		int rc;
 		if (n > 0) {
@@ -532,6 +537,42 @@ static int s_release(zl_channel *ch)
 
 static int s_fd(zl_channel *ch) { return CH(ch)->fd; }
 
+/* Readiness in our buffers; the kernel's shows on the socket itself. */
+static uint32_t s_ready(zl_channel *ch, uint32_t events)
+{
+	struct schan *c = CH(ch);
+	int err = atomic_load(&c->err);
+	if (err == -EPIPE)
+		return ZL_POLLERR | (events & (ZL_POLLIN | ZL_POLLOUT));
+	uint32_t m = c->eof ? ZL_POLLHUP | (events & ZL_POLLIN) : 0;
+	size_t avail = c->rtail - c->rhead;
+	if ((events & ZL_POLLIN) && (c->peeked || avail >= 4)) {
+		uint32_t flen;
+		memcpy(&flen, c->rbuf + c->rhead, 4);
+		flen = le32toh(flen);
+		if (c->peeked || flen > c->max_msg || avail - 4 >= flen)
+			m |= ZL_POLLIN;
+	}
+	return m;
+}
+
+/* Nothing whole in our buffer: read what the socket holds (one recv), so
+ * that a frame or the end already there is reported instead of slept on. */
+static int s_arm(zl_channel *ch, uint32_t events, bool woken)
+{
+	struct schan *c = CH(ch);
+	(void)woken;
+	uint32_t m = s_ready(ch, events);
+	if (m || !(events & ZL_POLLIN))
+		return (int)m;
+	int r = rbuf_room(c, c->rtail - c->rhead + 4096);
+	if (!r)
+		r = fill(c);
+	if (r && r != -EAGAIN)
+		return (int)(ZL_POLLIN | (c->eof ? ZL_POLLHUP : ZL_POLLERR));
+	return (int)s_ready(ch, events);
+}
+
 static size_t s_max_inline(const zl_channel *ch) { return CH(ch)->send_max; }
 
 static void s_info(const zl_channel *ch, struct zl_channel_info *info)
@@ -544,6 +585,7 @@ static void s_info(const zl_channel *ch, struct zl_channel_info *info)
 	info->bytes_sent = c->bytes_sent;
 	info->bytes_recv = c->bytes_recv;
 	info->sleeps = c->rsleeps + c->ssleeps;
+	info->syscalls = c->rsys + c->ssys + info->sleeps;
 	info->peer_pid = c->peer_pid;
 }
 
@@ -579,6 +621,9 @@ static const struct zl_chan_ops stream_ops = {
 	.max_inline = s_max_inline,
 	.info = s_info,
 	.close = s_close,
+	.ready = s_ready,
+	.arm = s_arm,
+	.kernel = true,
 };
 
 int zl_stream_chan_new(int fd, bool is_unix, const struct zl_opts *o, uint64_t peer_max_msg,

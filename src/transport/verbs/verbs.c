@@ -51,6 +51,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/timerfd.h>
 #include <sys/random.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -111,6 +112,9 @@ struct zl_win {
 struct rd_chan {
 	struct zl_ringchan rc;
 	int sock, epfd;
+	int tfd; /* fd mode: ends a sleep on the fd after SAFETY_SLEEP_US */
+	bool t_quiet;    /* the timer fired with nothing seen since our arm */
+	uint64_t t_seq;  /* rx.seq then */
 	struct rd_dev *dev;
 	struct ibv_context *ctx;
 	struct ibv_pd *pd;
@@ -362,7 +366,22 @@ static int rd_arm(struct zl_ringchan *rc, enum zl_dir d)
 				  : offsetof(struct rd_ctl, tx_sleeping);
 	/* the flag is 32 bits; write the whole aligned word around it */
 	uint64_t one = 1;
-	return write_words(RD(rc), f, &one, 1, d == ZL_DIR_RX ? 2 : 3);
+	struct rd_chan *v = RD(rc);
+	/* A flag WRITE and the peer's data WRITE can cross in flight, so no
+	 * fence makes an arm safe: sleeps end after SAFETY_SLEEP_US to look
+	 * again, and in fd mode a timer makes the fd readable then. */
+	if (d == ZL_DIR_RX && v->tfd >= 0 && !(v->t_quiet && v->t_seq == rc->rx.seq)) {
+		/* Once the timer fired with nothing seen (no completion, no
+		 * record) since the last arm, our flag has landed and stays set:
+		 * no WRITE of the peer can cross it, and no timer is needed
+		 * until something moves (the fd of a quiet channel stays
+		 * quiet). */
+		struct itimerspec t = { .it_value = { 0, SAFETY_SLEEP_US * 1000 } };
+		zl_rc_syscall(rc, 1);
+		timerfd_settime(v->tfd, 0, &t, NULL);
+		v->t_quiet = false;
+	}
+	return write_words(v, f, &one, 1, d == ZL_DIR_RX ? 2 : 3);
 }
 
 static int rd_wake(struct zl_ringchan *rc, enum zl_dir d)
@@ -443,27 +462,46 @@ static void rd_progress(struct zl_ringchan *rc)
 /* Take completion-channel events and acknowledge each at once: both the
  * sending and the receiving thread may get here, and ibv_destroy_cq waits
  * for every event to be acknowledged, so a shared count could hang it. */
-static void take_events(struct rd_chan *v)
+static int take_events(struct rd_chan *v)
 {
 	struct ibv_cq *cq;
 	void *cq_ctx;
-	while (!ibv_get_cq_event(v->chan, &cq, &cq_ctx))
+	int n = 0;
+	zl_rc_syscall(&v->rc, 1);
+	while (!ibv_get_cq_event(v->chan, &cq, &cq_ctx)) {
+		zl_rc_syscall(&v->rc, 1);
 		ibv_ack_cq_events(cq, 1);
+		n++;
+	}
+	return n;
 }
 
-static void rd_drain(struct zl_ringchan *rc)
+static int sock_gone(struct rd_chan *v)
+{
+	struct pollfd p = { .fd = v->sock, .events = POLLIN | POLLRDHUP };
+	zl_rc_syscall(&v->rc, 1);
+	return poll(&p, 1, 0) > 0 ? -ECONNRESET : 0;
+}
+
+static int rd_drain(struct zl_ringchan *rc)
 {
 	struct rd_chan *v = RD(rc);
-	take_events(v);
+	bool fired = false;
+	if (v->tfd >= 0) {
+		uint64_t n;
+		zl_rc_syscall(rc, 1);
+		fired = read(v->tfd, &n, sizeof(n)) == (ssize_t)sizeof(n);
+	}
+	if (take_events(v))
+		v->t_quiet = false;
+	else if (fired) {
+		v->t_quiet = true;
+		v->t_seq = rc->rx.seq;
+	}
 	drain_rcq(v, true);
 	ibv_req_notify_cq(v->rcq, 0);
 	drain_rcq(v, true);
-}
-
-static int sock_gone(int sock)
-{
-	struct pollfd p = { .fd = sock, .events = POLLIN | POLLRDHUP };
-	return poll(&p, 1, 0) > 0 ? -ECONNRESET : 0;
+	return v->qp_failed ? -ECONNRESET : sock_gone(v);
 }
 
 static int rd_alive(struct zl_ringchan *rc)
@@ -473,7 +511,7 @@ static int rd_alive(struct zl_ringchan *rc)
 	int r = reap(v);
 	unlock(v);
 	drain_rcq(v, true);
-	return r || v->qp_failed ? -ECONNRESET : sock_gone(v->sock);
+	return r || v->qp_failed ? -ECONNRESET : sock_gone(v);
 }
 
 static int rd_sleep(struct zl_ringchan *rc, enum zl_dir d, int64_t deadline)
@@ -488,6 +526,7 @@ static int rd_sleep(struct zl_ringchan *rc, enum zl_dir d, int64_t deadline)
 		{ .fd = v->chan->fd, .events = POLLIN },
 		{ .fd = v->sock, .events = POLLIN | POLLRDHUP },
 	};
+	zl_rc_syscall(rc, 1);
 	int n = poll(p, 2, zl_poll_ms(deadline < cap ? deadline : cap));
 	if (n > 0 && p[1].revents)
 		return -ECONNRESET;
@@ -506,16 +545,21 @@ static int rd_fd(struct zl_ringchan *rc)
 	int ep = epoll_create1(EPOLL_CLOEXEC);
 	if (ep < 0)
 		return -errno;
+	int tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
 	struct epoll_event e1 = { .events = EPOLLIN, .data.fd = v->chan->fd };
 	struct epoll_event e2 = { .events = EPOLLIN | EPOLLRDHUP, .data.fd = v->sock };
-	if (epoll_ctl(ep, EPOLL_CTL_ADD, v->chan->fd, &e1) ||
-	    epoll_ctl(ep, EPOLL_CTL_ADD, v->sock, &e2)) {
+	struct epoll_event e3 = { .events = EPOLLIN, .data.fd = tfd };
+	if (tfd < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, v->chan->fd, &e1) ||
+	    epoll_ctl(ep, EPOLL_CTL_ADD, v->sock, &e2) || epoll_ctl(ep, EPOLL_CTL_ADD, tfd, &e3)) {
 		int e = -errno;
 		close(ep);
+		if (tfd >= 0)
+			close(tfd);
 		return e;
 	}
 	ibv_req_notify_cq(v->rcq, 0);
 	v->epfd = ep;
+	v->tfd = tfd;
 	return ep;
 }
 
@@ -542,6 +586,8 @@ static void rd_free(struct rd_chan *v)
 	free(v->ctl);
 	if (v->epfd >= 0)
 		close(v->epfd);
+	if (v->tfd >= 0)
+		close(v->tfd);
 	if (v->sock >= 0)
 		close(v->sock);
 	free(v);
@@ -968,6 +1014,7 @@ static int make_chan(int sock, const struct rd_params *p, const struct zl_opts *
 	}
 	v->sock = sock;
 	v->epfd = -1;
+	v->tfd = -1;
 	atomic_flag_clear(&v->lock);
 	atomic_flag_clear(&v->rq_lock);
 	int r = setup(v, p, o, deadline);
