@@ -79,11 +79,14 @@ static void srv_attach(struct zl_server *s, struct srv_client *cl);
 /* Called by the serving thread: attach every client the acceptor queued. */
 void srv_take_ready(struct zl_server *s)
 {
+	/* the signal first: one the acceptor sends after this finds its
+	 * client on the list we take next, or stays for the next round (the
+	 * other order lost a client queued between the two) */
+	srv_drain(s->accept_fd);
 	pthread_mutex_lock(&s->lock);
 	struct srv_client *cl = s->ready;
 	s->ready = NULL;
 	pthread_mutex_unlock(&s->lock);
-	srv_drain(s->accept_fd);
 	while (cl) {
 		struct srv_client *next = cl->next;
 		srv_attach(s, cl);
