@@ -85,10 +85,12 @@ int zl_kvd_create(const struct zl_kvd_opts *o, struct zl_kvd **out)
 		return -EINVAL;
 	struct zl_server_opts so;
 	zl_server_opts_init(&so);
-	if (o->server)
+	if (o->server) {
 		so = *o->server;
-	else if (so.max_req < ZL_KVP_MAX_REQ)
+	} else {
 		so.max_req = ZL_KVP_MAX_REQ;
+		so.slot_size = ZL_KVD_SLOT_SIZE;
+	}
 	if (so.max_req < ZL_KVP_MAX_REQ)
 		return -EINVAL;
 	uint64_t seed = o->seed;

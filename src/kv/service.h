@@ -17,8 +17,15 @@ struct zl_kvd_opts {
 	uint64_t mem_limit; /* bytes, 0: none (see zl_kvs_create) */
 	uint64_t seed;      /* hash key; 0: a random one */
 	const struct zl_server_opts *server; /* NULL: defaults, max_req raised
-						to hold the largest request */
+						to hold the largest request and
+						slot_size ZL_KVD_SLOT_SIZE */
 };
+
+/* zl-kvd's request slots: a put of a 1 KiB value (YCSB's default record,
+ * 10 fields of 100 B) with its key and header fits in one, so it needs no
+ * doorbell and no second transfer; larger requests follow over the
+ * client's channel. */
+#define ZL_KVD_SLOT_SIZE 2048
 
 /* Create the store and the server with its handlers. 0, -EINVAL (a
  * server max_req below ZL_KVP_MAX_REQ), -ENOSPC (mem_limit below the empty

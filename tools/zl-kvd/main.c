@@ -29,6 +29,9 @@ static const char usage_text[] =
 	"                      (powers of 1024). Default: no limit\n"
 	"  --stats-every SEC   print a stats line to stderr every SEC seconds\n"
 	"  --slots K           requests in flight per client (zl_server, default 4)\n"
+	"  --slot-size BYTES   bytes per request slot, 64..65536, a multiple of 64;\n"
+	"                      default 2048: a put of a 1 KiB value (YCSB's default\n"
+	"                      record) fits, larger requests follow over the channel\n"
 	"  --max-clients N     default 1024\n"
 	"  --spin-us US        idle spin of the serving thread before it sleeps\n"
 	"                      (default 50; -1 never sleeps)\n"
@@ -121,12 +124,13 @@ static void print_stats(struct zl_kvd *d, const char *what)
 
 int main(int argc, char **argv)
 {
-	enum { O_LISTEN = 256, O_MEM, O_EVERY, O_SLOTS, O_CLIENTS, O_SPIN, O_STATS };
+	enum { O_LISTEN = 256, O_MEM, O_EVERY, O_SLOTS, O_SLOT_SIZE, O_CLIENTS, O_SPIN, O_STATS };
 	static const struct option lo[] = {
 		{ "listen", required_argument, NULL, O_LISTEN },
 		{ "mem-limit", required_argument, NULL, O_MEM },
 		{ "stats-every", required_argument, NULL, O_EVERY },
 		{ "slots", required_argument, NULL, O_SLOTS },
+		{ "slot-size", required_argument, NULL, O_SLOT_SIZE },
 		{ "max-clients", required_argument, NULL, O_CLIENTS },
 		{ "spin-us", required_argument, NULL, O_SPIN },
 		{ "stats", required_argument, NULL, O_STATS },
@@ -140,6 +144,7 @@ int main(int argc, char **argv)
 	struct zl_server_opts so;
 	zl_server_opts_init(&so);
 	so.max_req = ZL_KVP_MAX_REQ;
+	so.slot_size = ZL_KVD_SLOT_SIZE;
 	int c;
 	while ((c = getopt_long(argc, argv, "qh", lo, NULL)) != -1) {
 		switch (c) {
@@ -162,6 +167,11 @@ int main(int argc, char **argv)
 			if (parse_u64(optarg, &v, false) || v > 64)
 				goto bad;
 			so.slots = (uint32_t)v;
+			break;
+		case O_SLOT_SIZE:
+			if (parse_u64(optarg, &v, false) || v < 64 || v > 65536 || v % 64)
+				goto bad;
+			so.slot_size = (uint32_t)v;
 			break;
 		case O_CLIENTS:
 			if (parse_u64(optarg, &v, false) || v > 65536)
