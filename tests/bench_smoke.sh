@@ -24,4 +24,13 @@ for mode in --zerocopy --unread; do
 	WANT="round-trips/s" run "$B/tools/zl-bench" pingpong $mode --url "shm://smoke-$$" \
 		--size 8,64,4096,300000 --iters 2000 --warmup 100 --timeout 20
 done
+# the echo server in every event loop, each printing its per-round-trip counts
+for loop in poll arm poller; do
+	for url in "shm://smoke-$$" "unix:///tmp/zl-smoke-$$.sock"; do
+		WANT="per round trip" run "$B/tools/zl-bench" pingpong --loop $loop --url "$url" \
+			--size 8,64,4096,300000 --iters 500 --warmup 50 --timeout 20
+	done
+done
+WANT="round-trips/s" run "$B/tools/zl-bench" rawtcp --loop epoll --size 8,64,100000 --iters 500 \
+	--warmup 50
 echo "bench_smoke: all passed"

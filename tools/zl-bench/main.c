@@ -53,9 +53,11 @@ static const char usage_text[] =
 	"      shared VM) changes it for all alike; per method the RTT statistics\n"
 	"      and its ratio to the floor with a 95%% confidence interval. Default\n"
 	"      size 64, 200000 round trips per method in 400 block rounds.\n"
-	"  rawtcp   [--size S[,S...]] [--iters N] [--warmup W] [--csv FILE] [--loop L]\n"
-	"      blocking TCP ping-pong on 127.0.0.1 without zipline (the baseline);\n"
-	"      with --loop other than block, the echo server is an epoll loop.\n"
+	"  rawtcp   [--size S[,S...]] [--iters N] [--warmup W] [--csv FILE]\n"
+	"           [--loop block|epoll]\n"
+	"      TCP ping-pong on 127.0.0.1 without zipline (the baseline); the echo\n"
+	"      server blocks in read(2), or with --loop epoll reads until EAGAIN and\n"
+	"      waits in epoll_wait (the usual event loop).\n"
 	"  nto1     --url URL [--clients 1,2,4,8] [--size S] [--iters N] [--warmup W]\n"
 	"           [--csv FILE]\n"
 	"      N:1: one zl_server thread (forked, on CPU B) and N client threads (on\n"
@@ -329,8 +331,11 @@ int main(int argc, char **argv)
 			int k = 0;
 			while (k < 4 && strcmp(optarg, names[k]))
 				k++;
+			if (k == 4 && cmd == C_RAWTCP && !strcmp(optarg, "epoll"))
+				k = LOOP_POLL;
 			if (k == 4)
-				return usage("bad --loop '%s' (block, poll, arm or poller)", optarg);
+				return usage("bad --loop '%s' (block, poll, arm or poller; rawtcp: "
+					     "block or epoll)", optarg);
 			loop = (enum pp_loop)k;
 			break;
 		}
@@ -461,9 +466,14 @@ int main(int argc, char **argv)
 		o.warmup = warmup == UINT64_MAX ? o.iters / 10 : warmup;
 		memcpy(o.sizes, sizes, sizeof(o.sizes));
 		struct result res[ZLB_MAX_SIZES];
-		char scheme[16] = "zipline";
+		char scheme[16] = "zipline", method[32];
 		sscanf(o.url, "%15[a-z0-9]", scheme);
-		struct sink sink = {csvf, cmd == C_RAWTCP ? "raw-tcp" : scheme,
+		static const char *const suffix[] = {"", "+poll", "+arm", "+poller"};
+		if (cmd == C_RAWTCP)
+			snprintf(method, sizeof(method), "raw-tcp%s", loop ? "+epoll" : "");
+		else
+			snprintf(method, sizeof(method), "%s%s", scheme, suffix[loop]);
+		struct sink sink = {csvf, method,
 				    cmd == C_RAWTCP ? "tcp://127.0.0.1:0 (plain socket)" : o.url};
 		if (cmd == C_RAWTCP) {
 			printf("raw tcp (baseline): TCP ping-pong on 127.0.0.1, TCP_NODELAY, no zipline; "

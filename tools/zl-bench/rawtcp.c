@@ -5,7 +5,9 @@
  * "zipline tcp / raw tcp" shows the library's own overhead.
  *
  * Before each size the client sends a 16-byte header {size, count}; the
- * server then echoes count messages of exactly size bytes. Waits are
+ * server then echoes count messages of exactly size bytes. The server
+ * blocks in read(2), or (--loop other than block) runs the usual epoll
+ * loop: a nonblocking socket read until EAGAIN, then epoll_wait. Waits are
  * bounded with SO_RCVTIMEO/SO_SNDTIMEO, which adds no syscall per read.
  */
 #ifndef _GNU_SOURCE
@@ -18,6 +20,8 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -73,6 +77,95 @@ static const char *errtext(int rc)
 
 /* ---- server ----------------------------------------------------------- */
 
+/* Write all of buf on a nonblocking socket, polling for room if needed. */
+static int write_nb(int fd, const char *p, size_t n, int64_t timeout_us)
+{
+	while (n) {
+		ssize_t k = write(fd, p, n);
+		if (k > 0) {
+			p += k;
+			n -= (size_t)k;
+			continue;
+		}
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0 && errno != EAGAIN)
+			return -errno;
+		struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+		if (poll(&pfd, 1, (int)(timeout_us / 1000)) != 1)
+			return -EAGAIN;
+	}
+	return 0;
+}
+
+/* The epoll echo: read what is there, echo every whole message, and wait
+ * in epoll_wait once a read finds nothing. */
+static int epoll_echo(int fd, int64_t timeout_us)
+{
+	int ep = epoll_create1(EPOLL_CLOEXEC), rc = 0;
+	struct epoll_event e = {.events = EPOLLIN};
+	size_t cap = 1 << 16, have = 0;
+	char *buf = malloc(cap);
+	struct hdr h = {0, 0};
+	if (ep < 0 || !buf || fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) ||
+	    epoll_ctl(ep, EPOLL_CTL_ADD, fd, &e)) {
+		rc = ep < 0 || buf ? -errno : -ENOMEM;
+		goto out;
+	}
+	for (;;) {
+		ssize_t k = read(fd, buf + have, cap - have);
+		if (k == 0) {
+			rc = -ECONNRESET;
+			break;
+		}
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0 && errno == EAGAIN) {
+			int n = epoll_wait(ep, &e, 1, (int)(timeout_us / 1000));
+			if (n <= 0 && !(n < 0 && errno == EINTR)) {
+				rc = n ? -errno : -EAGAIN;
+				break;
+			}
+			continue;
+		}
+		if (k < 0) {
+			rc = -errno;
+			break;
+		}
+		have += (size_t)k;
+		size_t off = 0;
+		for (;;) { /* the header, then h.count messages of h.size bytes */
+			if (!h.count && have - off >= sizeof(h)) {
+				memcpy(&h, buf + off, sizeof(h));
+				off += sizeof(h);
+				if (h.size > cap / 2) { /* room for a message and the next */
+					char *nb = realloc(buf, 2 * h.size);
+					if (!nb) {
+						rc = -ENOMEM;
+						goto out;
+					}
+					buf = nb;
+					cap = 2 * h.size;
+				}
+			} else if (h.count && have - off >= h.size) {
+				if ((rc = write_nb(fd, buf + off, h.size, timeout_us)))
+					goto out;
+				off += h.size;
+				h.count--;
+			} else {
+				break;
+			}
+		}
+		memmove(buf, buf + off, have - off);
+		have -= off;
+	}
+out:
+	if (ep >= 0)
+		close(ep);
+	free(buf);
+	return rc;
+}
+
 static int raw_server(void *arg, int wfd)
 {
 	const struct pp_opts *o = arg;
@@ -102,8 +195,10 @@ static int raw_server(void *arg, int wfd)
 	}
 	tune(fd, o->timeout_us);
 	char *buf = NULL;
-	int rc;
-	for (;;) {
+	int rc = 0;
+	if (o->loop != LOOP_BLOCK)
+		rc = epoll_echo(fd, o->timeout_us);
+	for (; o->loop == LOOP_BLOCK;) {
 		struct hdr h;
 		rc = read_full(fd, &h, sizeof(h));
 		if (rc)
