@@ -221,6 +221,9 @@ struct zl_ring_rx {
 	void (*publish)(void *ctx, uint64_t rpos);
 	void *ctx;
 	uint64_t rpos_updates;   /* statistics */
+	/* rpos, for another thread of ours: stored (release) once the
+	 * consumed records are no longer read, so it may be published */
+	_Atomic uint64_t done;
 };
 
 /* Initialise. size must be a power of two >= 4096; key is random.
@@ -501,6 +504,7 @@ static inline void zl_ring_advance(struct zl_ring_rx *rx, uint32_t rs)
 	rx->rpos += rs;
 	rx->seq++; /* the next htag is computed by the next peek, while it waits */
 	rx->last_rs = rs;
+	atomic_store_explicit(&rx->done, rx->rpos, memory_order_release);
 	if (rx->rpos - rx->published >= rx->publish_every)
 		zl_ring_publish_now(rx);
 }

@@ -153,6 +153,30 @@ static int state_err(struct zl_ringchan *rc)
 	return rc->err;
 }
 
+/* The sending side answers the peer's demand for our read position, after
+ * each send and while it waits for room itself: the peer may be waiting
+ * for room while our receive side makes no call (two ends both in zl_send
+ * would otherwise wait for each other's lazily published positions until
+ * their deadlines). It publishes what the receive side has finished with
+ * (rx.done) as a maximum, so it never undoes a newer publication of the
+ * receive thread. */
+static ZL_NOINLINE void rpos_from_tx(struct zl_ringchan *rc)
+{
+	rc->publish_rpos_max(rc, atomic_load_explicit(&rc->rx.done, memory_order_acquire));
+	fast_fence(rc);
+	if (atomic_exchange_explicit(rc->peer_tx_sleeping, 0, memory_order_relaxed)) {
+		rc->stats.wakeups_sent++;
+		rc->link->wake(rc, ZL_DIR_TX);
+	}
+}
+
+static inline void serve_rpos_from_tx(struct zl_ringchan *rc)
+{
+	if (rc->publish_rpos_max &&
+	    ZL_UNLIKELY(atomic_load_explicit(rc->peer_tx_sleeping, memory_order_relaxed)))
+		rpos_from_tx(rc);
+}
+
 /* After a record: fence against the receiver's arm-then-recheck, then wake
  * it if it sleeps. */
 static inline void notify_rx(struct zl_ringchan *rc)
@@ -169,6 +193,7 @@ static inline void notify_rx(struct zl_ringchan *rc)
 	if (ZL_UNLIKELY(rc->asym && !rc->tx_sym &&
 			atomic_load_explicit(rc->peer_sym_req, memory_order_relaxed)))
 		become_sym(rc);
+	serve_rpos_from_tx(rc);
 }
 
 static void core_publish(void *ctx, uint64_t rpos)
@@ -367,6 +392,8 @@ static int wait_for(struct zl_ringchan *rc, enum zl_dir d, int64_t *dl, cond_fn 
 				continue;
 			if (d == ZL_DIR_RX)
 				serve_rpos_demand(rc);
+			else
+				serve_rpos_from_tx(rc);
 			/* The clock is read rarely: where the clocksource is not the
 			 * TSC (an emulator's HPET), a read costs microseconds. */
 			if (spin_end >= 0 ? i % rc->clock_every : i < rc->clock_first)
@@ -391,6 +418,8 @@ static int wait_for(struct zl_ringchan *rc, enum zl_dir d, int64_t *dl, cond_fn 
 		 * our fence then sees our position (the fences order us) */
 		if (d == ZL_DIR_RX)
 			zl_ring_rx_flush_rpos(&rc->rx);
+		else
+			serve_rpos_from_tx(rc);
 		if ((r = arm_dir(rc, d)))
 			return r;
 		if ((r = cond(rc, arg)) != -EAGAIN)

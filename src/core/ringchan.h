@@ -77,6 +77,9 @@ struct zl_ringchan {
 	bool tx_sym;            /* we fence every send: the peer asked */
 	bool rx_sym;            /* the peer fences every send: our arms may too */
 	void (*publish_rpos)(struct zl_ringchan *rc, uint64_t rpos);
+	/* Optional: publish rpos from the sending thread, never moving the
+	 * published position back (shm: a CAS; see serve_rpos_from_tx). */
+	void (*publish_rpos_max)(struct zl_ringchan *rc, uint64_t rpos);
 
 	struct zl_opts opts;    /* opts.max_msg: the largest message we accept */
 	uint64_t send_max;      /* the largest the peer accepts (its max_msg) */

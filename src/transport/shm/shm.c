@@ -229,6 +229,16 @@ static void shm_publish(struct zl_ringchan *rc, uint64_t rpos)
 	atomic_store_explicit(&ctl_of(&SC(rc)->me)->rpos, rpos, memory_order_release);
 }
 
+static void shm_publish_max(struct zl_ringchan *rc, uint64_t rpos)
+{
+	_Atomic uint64_t *p = &ctl_of(&SC(rc)->me)->rpos;
+	uint64_t cur = atomic_load_explicit(p, memory_order_relaxed);
+	while (rpos > cur && !atomic_compare_exchange_weak_explicit(p, &cur, rpos,
+								     memory_order_release,
+								     memory_order_relaxed))
+		;
+}
+
 static const struct zl_ring_link_ops shm_link = {
 	.name = "shm",
 	.arm = shm_arm,
@@ -388,6 +398,7 @@ static void chan_setup(struct shm_chan *c, const struct zl_opts *o, uint64_t my_
 	rc->peer_sym_req = &theirs->sym_req;
 	rc->peer_sym_ack = &theirs->sym_ack;
 	rc->publish_rpos = shm_publish;
+	rc->publish_rpos_max = shm_publish_max;
 	zl_ringchan_init(rc, o, peer->max_msg, "shm");
 	rc->stats.peer_pid = pid;
 	rc->asym = zl_membarrier_register() && (peer->flags & SHM_F_MEMBARRIER);
