@@ -59,9 +59,9 @@ struct zl_poller {
 	int64_t spin_us;
 	struct item *it;
 	int cap, free_head;
-	int nkernel, nstream; /* items epoll decides for (fds, listeners, streams) */
-	int *rings;          /* ids of ring items, for the spin */
-	int nrings, rot;
+	int nkernel;         /* items epoll decides for (fds, listeners, streams) */
+	int *rings, *streams; /* ids of ring and stream channels */
+	int nrings, nstreams, rot;
 	uint32_t since_klook;
 	uint64_t gen;
 	struct zl_poller_info info;
@@ -98,6 +98,7 @@ ZL_API void zl_poller_destroy(zl_poller *p)
 	close(p->ep);
 	free(p->it);
 	free(p->rings);
+	free(p->streams);
 	free(p);
 }
 
@@ -123,11 +124,14 @@ static int slot_get(zl_poller *p)
 		int n = p->cap ? p->cap * 2 : 16;
 		struct item *it = realloc(p->it, (size_t)n * sizeof(*it));
 		int *rings = realloc(p->rings, (size_t)n * sizeof(*rings));
-		if (it)
-			p->it = it;
 		if (rings)
 			p->rings = rings;
-		if (!it || !rings)
+		int *streams = realloc(p->streams, (size_t)n * sizeof(*streams));
+		if (streams)
+			p->streams = streams;
+		if (it)
+			p->it = it;
+		if (!it || !rings || !streams)
 			return -ENOMEM;
 		for (int i = n - 1; i >= p->cap; i--)
 			p->it[i] = (struct item){ .kind = IT_FREE, .next_free = p->free_head };
@@ -163,7 +167,8 @@ static int add(zl_poller *p, enum kind kind, zl_channel *ch, int fd, uint32_t ev
 		p->rings[p->nrings++] = id;
 	else
 		p->nkernel++;
-	p->nstream += kind == IT_STREAM;
+	if (kind == IT_STREAM)
+		p->streams[p->nstreams++] = id;
 	return id;
 }
 
@@ -206,22 +211,28 @@ ZL_API int zl_poller_mod(zl_poller *p, int id, uint32_t events)
 	return epoll_ctl(p->ep, EPOLL_CTL_MOD, t->fd, &e) ? -errno : 0;
 }
 
+/* Remove id from the list a[0..*n) (order does not matter). */
+static void drop_id(int *a, int *n, int id)
+{
+	for (int i = 0; i < *n; i++)
+		if (a[i] == id) {
+			a[i] = a[--*n];
+			return;
+		}
+}
+
 ZL_API int zl_poller_del(zl_poller *p, int id)
 {
 	if (!valid_id(p, id))
 		return -ENOENT;
 	struct item *t = &p->it[id];
 	epoll_ctl(p->ep, EPOLL_CTL_DEL, t->fd, NULL); /* fails only if closed */
-	if (t->kind == IT_RING) {
-		for (int i = 0; i < p->nrings; i++)
-			if (p->rings[i] == id) {
-				p->rings[i] = p->rings[--p->nrings];
-				break;
-			}
-	} else {
+	if (t->kind == IT_RING)
+		drop_id(p->rings, &p->nrings, id);
+	else
 		p->nkernel--;
-	}
-	p->nstream -= t->kind == IT_STREAM;
+	if (t->kind == IT_STREAM)
+		drop_id(p->streams, &p->nstreams, id);
 	*t = (struct item){ .kind = IT_FREE, .next_free = p->free_head };
 	p->free_head = id;
 	return 0;
@@ -293,10 +304,10 @@ static int look_kernel(zl_poller *p, struct zl_poll_event *ev, int n, int max,
 		}
 	}
 	/* stream frames already buffered show in no socket */
-	for (int id = 0; p->nstream && id < p->cap && n < max; id++)
-		if (p->it[id].kind == IT_STREAM)
-			n = report(p, id, p->it[id].ch->ops->ready(p->it[id].ch, p->it[id].events),
-				   ev, n, max);
+	for (int i = 0; i < p->nstreams && n < max; i++) {
+		struct item *t = &p->it[p->streams[i]];
+		n = report(p, p->streams[i], t->ch->ops->ready(t->ch, t->events), ev, n, max);
+	}
 	return n;
 }
 
@@ -329,7 +340,7 @@ ZL_API int zl_poller_wait(zl_poller *p, struct zl_poll_event *ev, int max, int64
 	/* with ring channels, an empty first look goes on to the spin, which
 	 * looks at the kernel every KSPIN polls: no system call per wait */
 	uint32_t every = p->nkernel ? KLOOK_EVERY : KLOOK_RINGS_ONLY;
-	if (p->nstream || !p->nrings || (!n && !timeout_us) || ++p->since_klook >= every) {
+	if (p->nstreams || !p->nrings || (!n && !timeout_us) || ++p->since_klook >= every) {
 		p->info.kernel_looks++;
 		if ((n = look_kernel(p, ev, n, max, 0)) < 0)
 			return n;

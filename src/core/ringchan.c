@@ -153,6 +153,19 @@ static int state_err(struct zl_ringchan *rc)
 	return rc->err;
 }
 
+/* After publishing our read position: fence against the sender's
+ * arm-then-recheck (it waits for room), then wake it if it sleeps. wakeups:
+ * the counter of the thread calling (send or receive side). */
+static inline void notify_tx(struct zl_ringchan *rc, uint64_t *wakeups)
+{
+	fast_fence(rc);
+	if (atomic_load_explicit(rc->peer_tx_sleeping, memory_order_relaxed) &&
+	    atomic_exchange_explicit(rc->peer_tx_sleeping, 0, memory_order_relaxed)) {
+		(*wakeups)++;
+		rc->link->wake(rc, ZL_DIR_TX);
+	}
+}
+
 /* The sending side answers the peer's demand for our read position, after
  * each send and while it waits for room itself: the peer may be waiting
  * for room while our receive side makes no call (two ends both in zl_send
@@ -163,11 +176,7 @@ static int state_err(struct zl_ringchan *rc)
 static ZL_NOINLINE void rpos_from_tx(struct zl_ringchan *rc)
 {
 	rc->publish_rpos_max(rc, atomic_load_explicit(&rc->rx.done, memory_order_acquire));
-	fast_fence(rc);
-	if (atomic_exchange_explicit(rc->peer_tx_sleeping, 0, memory_order_relaxed)) {
-		rc->stats.wakeups_sent++;
-		rc->link->wake(rc, ZL_DIR_TX);
-	}
+	notify_tx(rc, &rc->stats.wakeups_sent);
 }
 
 static inline void serve_rpos_from_tx(struct zl_ringchan *rc)
@@ -200,12 +209,7 @@ static void core_publish(void *ctx, uint64_t rpos)
 {
 	struct zl_ringchan *rc = ctx;
 	rc->publish_rpos(rc, rpos);
-	fast_fence(rc);
-	if (atomic_load_explicit(rc->peer_tx_sleeping, memory_order_relaxed) &&
-	    atomic_exchange_explicit(rc->peer_tx_sleeping, 0, memory_order_relaxed)) {
-		rc->rx_wakeups_sent++;
-		rc->link->wake(rc, ZL_DIR_TX);
-	}
+	notify_tx(rc, &rc->rx_wakeups_sent);
 }
 
 void zl_ringchan_init(struct zl_ringchan *rc, const struct zl_opts *o, uint64_t peer_max_msg,
@@ -319,6 +323,21 @@ static int arm_dir(struct zl_ringchan *rc, enum zl_dir d)
 		slow_fence(rc, &rc->stats.fences);
 	}
 	return 0;
+}
+
+/* Publish what we consumed (a sleeping receiver owes it), then arm RX. */
+static int arm_rx(struct zl_ringchan *rc)
+{
+	zl_ring_rx_flush_rpos(&rc->rx);
+	return arm_dir(rc, ZL_DIR_RX);
+}
+
+/* The owner arms before it sleeps (zl_channel_arm, zl_poller, zl_server):
+ * empty polls no longer arm, and the sender is asked for a fence per send. */
+static void enter_manual(struct zl_ringchan *rc)
+{
+	rc->manual_arm = true;
+	want_sym(rc);
 }
 
 /* Take pending RX wake-ups; a drain that saw the peer leave marks it. */
@@ -1080,17 +1099,12 @@ static uint32_t rc_ready(zl_channel *ch, uint32_t events)
 static int rc_arm(zl_channel *ch, uint32_t events, bool woken)
 {
 	struct zl_ringchan *rc = RC(ch);
-	rc->manual_arm = true;
-	want_sym(rc);
+	enter_manual(rc);
 	drain_if_due(rc, woken);
 	uint32_t m = rc_ready(ch, events);
 	if (m)
 		return (int)m;
-	int r = 0;
-	if (events & ZL_POLLIN) {
-		zl_ring_rx_flush_rpos(&rc->rx);
-		r = arm_dir(rc, ZL_DIR_RX);
-	}
+	int r = events & ZL_POLLIN ? arm_rx(rc) : 0;
 	if (!r && (events & ZL_POLLOUT))
 		arm_dir(rc, ZL_DIR_TX);
 	return (int)rc_ready(ch, events);
@@ -1101,17 +1115,13 @@ static int rc_arm(zl_channel *ch, uint32_t events, bool woken)
 static int rc_settle(zl_channel *ch, bool arm)
 {
 	struct zl_ringchan *rc = RC(ch);
-	rc->manual_arm = true;
-	want_sym(rc);
+	enter_manual(rc);
 	if (rc->err)
 		return rc->err;
 	drain_rx(rc);
 	if (rc->peer_closed)
 		return -ECONNRESET;
-	if (!arm)
-		return 0;
-	zl_ring_rx_flush_rpos(&rc->rx);
-	return arm_dir(rc, ZL_DIR_RX);
+	return arm ? arm_rx(rc) : 0;
 }
 
 static int rc_poke(zl_channel *ch)

@@ -46,13 +46,21 @@ static int read_full(int fd, void *buf, size_t n)
 	return 0;
 }
 
-static int write_full(int fd, const void *buf, size_t n)
+/* Write all of buf. A blocking socket (wait_us 0) reports EAGAIN (its
+ * SO_SNDTIMEO hit); a nonblocking one polls up to wait_us for room. */
+static int write_full(int fd, const void *buf, size_t n, int64_t wait_us)
 {
 	const char *p = buf;
 	while (n) {
 		ssize_t k = write(fd, p, n);
 		if (k < 0 && errno == EINTR)
 			continue;
+		if (k < 0 && errno == EAGAIN && wait_us > 0) {
+			struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+			if (poll(&pfd, 1, (int)(wait_us / 1000)) == 1)
+				continue;
+			return -EAGAIN;
+		}
 		if (k < 0)
 			return -errno;
 		p += k;
@@ -76,27 +84,6 @@ static const char *errtext(int rc)
 }
 
 /* ---- server ----------------------------------------------------------- */
-
-/* Write all of buf on a nonblocking socket, polling for room if needed. */
-static int write_nb(int fd, const char *p, size_t n, int64_t timeout_us)
-{
-	while (n) {
-		ssize_t k = write(fd, p, n);
-		if (k > 0) {
-			p += k;
-			n -= (size_t)k;
-			continue;
-		}
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k < 0 && errno != EAGAIN)
-			return -errno;
-		struct pollfd pfd = {.fd = fd, .events = POLLOUT};
-		if (poll(&pfd, 1, (int)(timeout_us / 1000)) != 1)
-			return -EAGAIN;
-	}
-	return 0;
-}
 
 /* The epoll echo: read what is there, echo every whole message, and wait
  * in epoll_wait once a read finds nothing. */
@@ -148,7 +135,7 @@ static int epoll_echo(int fd, int64_t timeout_us)
 					cap = 2 * h.size;
 				}
 			} else if (h.count && have - off >= h.size) {
-				if ((rc = write_nb(fd, buf + off, h.size, timeout_us)))
+				if ((rc = write_full(fd, buf + off, h.size, timeout_us)))
 					goto out;
 				off += h.size;
 				h.count--;
@@ -212,7 +199,7 @@ static int raw_server(void *arg, int wfd)
 		for (uint64_t i = 0; i < h.count && !rc; i++) {
 			rc = read_full(fd, buf, h.size);
 			if (!rc)
-				rc = write_full(fd, buf, h.size);
+				rc = write_full(fd, buf, h.size, 0);
 		}
 		if (rc)
 			break;
@@ -237,7 +224,7 @@ static int raw_rounds(int fd, size_t size, uint8_t *tx, uint8_t *rx, uint64_t n,
 			memcpy(tx, &c, 8);
 		else if (size)
 			tx[0] = (uint8_t)c;
-		int rc = write_full(fd, tx, size);
+		int rc = write_full(fd, tx, size, 0);
 		if (!rc)
 			rc = read_full(fd, rx, size);
 		if (rc)
@@ -304,7 +291,7 @@ int rawtcp_run(const struct pp_opts *o, const struct sink *sink, struct result *
 		}
 		struct hdr h = {size, o->warmup + o->iters};
 		struct load_snap l0, l1;
-		int rc = write_full(fd, &h, sizeof(h));
+		int rc = write_full(fd, &h, sizeof(h), 0);
 		if (!rc)
 			rc = raw_rounds(fd, size, tx, rx, o->warmup, NULL, &ctr);
 		load_snap(&l0, pids, 2);
