@@ -97,7 +97,11 @@ struct zl_opts {
 	uint32_t max_peer_ring; /* shm, rdma: largest ring a peer may ask us
 	                         to map and write into, default 64 MiB
 	                         (max_peer_ring=) */
-	uint32_t reserved[7];
+	uint32_t max_handshakes; /* listeners: peers in their handshake at
+	                         once, default 64; past it a newcomer displaces
+	                         the oldest of the peer (uid or address) with
+	                         the most (max_handshakes=) */
+	uint32_t reserved[6];
 };
 
 /* Fill *o with defaults. */
@@ -120,15 +124,20 @@ typedef struct zl_channel zl_channel;
 int zl_listen(const char *url, const struct zl_opts *opts, zl_listener **out);
 
 /*
- * Wait up to timeout_us for a peer and complete the handshake.
+ * Wait up to timeout_us for a peer whose handshake completes. The
+ * handshakes of all connecting peers (up to opts.max_handshakes) run side
+ * by side, none waited on alone: a silent or slow peer never delays
+ * another, nor this call past timeout_us; it is dropped after
+ * opts.handshake_timeout_us, as is a peer that hangs up.
  * Returns 0 and *out, or
- *   -ETIMEDOUT    nobody connected in time (-EAGAIN when timeout_us == 0),
- *                 or a peer connected but stalled in the handshake for
- *                 opts.handshake_timeout_us (which may run past timeout_us)
- *   -EPROTO       the peer's handshake was malformed or incompatible
+ *   -ETIMEDOUT    no handshake completed in time (-EAGAIN when
+ *                 timeout_us == 0)
+ *   -EPROTO       a peer's handshake was malformed or incompatible
  *                 (bad magic, version, ring size); that peer is dropped
- *   -EPERM        shm: the peer runs as another uid
+ *   -EPERM        shm, unix: a peer runs as another uid
+ *   -EMSGSIZE     shm, rdma: a peer's ring is over max_peer_ring
  *   -ENOMEM, other -errno
+ * After any of these the listener stays usable.
  */
 int zl_accept(zl_listener *l, int64_t timeout_us, zl_channel **out);
 
@@ -137,7 +146,10 @@ int zl_accept(zl_listener *l, int64_t timeout_us, zl_channel **out);
  * too small. */
 int zl_listener_url(const zl_listener *l, char *buf, size_t cap);
 
-/* File descriptor that polls readable when a connection is pending. */
+/* A file descriptor (an epoll set over the listening socket and the
+ * handshakes in progress) that polls readable when zl_accept(l, 0) may
+ * have something to do: a new connection, a handshake moving on, or one
+ * to expire. Never read it; -EINVAL for NULL. */
 int zl_listener_fd(const zl_listener *l);
 
 /* Close the listener; established channels are unaffected. NULL is a no-op. */

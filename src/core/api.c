@@ -3,6 +3,8 @@
 #include <errno.h>
 #include <string.h>
 
+#include "clock.h"
+#include "hs.h"
 #include "internal.h"
 
 
@@ -53,6 +55,8 @@ static int resolve(const char *url, const struct zl_opts *opts, struct zl_url *u
 			return -EINVAL;
 		memcpy(o, opts, offsetof(struct zl_opts, reserved));
 		o->size = sizeof(*o);
+		if (!o->max_handshakes) /* a caller's own zeroed options */
+			o->max_handshakes = 64;
 	}
 	rc = zl_opts_apply_url(o, u);
 	if (rc)
@@ -66,29 +70,49 @@ static int resolve(const char *url, const struct zl_opts *opts, struct zl_url *u
 	return -EPROTONOSUPPORT;
 }
 
+static int listen_capped(const char *url, const struct zl_opts *opts, uint64_t max_msg,
+			 uint32_t max_peer_ring, struct zl_opts *o, zl_listener **out)
+{
+	struct zl_url u;
+	const struct zl_transport *t;
+	if (!out)
+		return -EINVAL;
+	int rc = resolve(url, opts, &u, o, &t);
+	if (rc)
+		return rc;
+	if (o->max_msg > max_msg)
+		o->max_msg = max_msg;
+	if (o->max_peer_ring > max_peer_ring)
+		o->max_peer_ring = max_peer_ring;
+	return t->listen(&u, o, out);
+}
+
 ZL_API int zl_listen(const char *url, const struct zl_opts *opts, zl_listener **out)
 {
-	return zl_listen_capped(url, opts, UINT64_MAX, UINT32_MAX, NULL, out);
+	struct zl_opts o;
+	zl_listener *l;
+	if (!out)
+		return -EINVAL;
+	int rc = listen_capped(url, opts, UINT64_MAX, UINT32_MAX, &o, &l);
+	if (rc)
+		return rc;
+	if (!(rc = zl_hs_new(o.max_handshakes, false, &l->hs)) &&
+	    !(rc = zl_hs_watch(l->hs, l, o.handshake_timeout_us))) {
+		*out = l;
+		return 0;
+	}
+	zl_listener_close(l);
+	return rc;
 }
 
 int zl_listen_capped(const char *url, const struct zl_opts *opts, uint64_t max_msg,
 		     uint32_t max_peer_ring, int64_t *hs_us, zl_listener **out)
 {
-	struct zl_url u;
 	struct zl_opts o;
-	const struct zl_transport *t;
-	if (!out)
-		return -EINVAL;
-	int rc = resolve(url, opts, &u, &o, &t);
-	if (rc)
-		return rc;
-	if (o.max_msg > max_msg)
-		o.max_msg = max_msg;
-	if (o.max_peer_ring > max_peer_ring)
-		o.max_peer_ring = max_peer_ring;
-	if (hs_us)
+	int rc = listen_capped(url, opts, max_msg, max_peer_ring, &o, out);
+	if (!rc && hs_us)
 		*hs_us = o.handshake_timeout_us;
-	return t->listen(&u, &o, out);
+	return rc;
 }
 
 ZL_API int zl_connect(const char *url, const struct zl_opts *opts, int64_t timeout_us,
@@ -103,14 +127,29 @@ ZL_API int zl_connect(const char *url, const struct zl_opts *opts, int64_t timeo
 	return rc ? rc : t->connect(&u, &o, timeout_us, out);
 }
 
+/* The handshakes of every pending peer run side by side (hs.c): a silent
+ * peer holds only its own entry, never this call. */
 ZL_API int zl_accept(zl_listener *l, int64_t timeout_us, zl_channel **out)
 {
-	if (!l || !out)
+	if (!l || !out || !l->hs)
 		return -EINVAL;
-	return l->ops->accept(l, timeout_us, out);
+	int64_t deadline = zl_deadline(timeout_us);
+	for (;;) {
+		struct zl_hs_out o;
+		if (zl_hs_next(l->hs, &o)) {
+			if (o.ch)
+				*out = o.ch;
+			return o.ch ? 0 : o.err;
+		}
+		if (zl_hs_wait(l->hs, deadline))
+			return ZL_TIMEOUT_ERR(timeout_us);
+	}
 }
 
-ZL_API int zl_listener_fd(const zl_listener *l) { return l ? l->ops->fd(l) : -EINVAL; }
+ZL_API int zl_listener_fd(const zl_listener *l)
+{
+	return l && l->hs ? zl_hs_fd(l->hs) : -EINVAL;
+}
 
 ZL_API int zl_listener_url(const zl_listener *l, char *buf, size_t cap)
 {
@@ -121,8 +160,10 @@ ZL_API int zl_listener_url(const zl_listener *l, char *buf, size_t cap)
 
 ZL_API void zl_listener_close(zl_listener *l)
 {
-	if (l)
-		l->ops->close(l);
+	if (!l)
+		return;
+	zl_hs_free(l->hs);
+	l->ops->close(l);
 }
 
 ZL_API void zl_close(zl_channel *ch)

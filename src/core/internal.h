@@ -111,27 +111,33 @@ struct zl_channel {
 };
 
 struct zl_listener_ops {
-	int (*accept)(zl_listener *l, int64_t timeout_us, zl_channel **out);
-	/* Accepting many peers at once without waiting on any (zl_server),
-	 * as accept in three steps:
+	/* Accepting without waiting on any peer (zl_accept and zl_server run
+	 * many handshakes side by side: hs.c), in steps:
 	 * take: the next connection's socket, before any handshake: an fd,
 	 *   -EAGAIN (none pending) or -errno.
 	 * ready: 1 once the peer's first handshake message is wholly buffered
 	 *   on fd, so that finish need not wait for it; 0 not yet;
 	 *   -ECONNRESET (the peer left).
-	 * finish: the handshake on a ready fd; takes fd (closed on failure);
-	 *   0 or the errors of accept. Only rdma's waits on the peer again
-	 *   (its queue pairs' ready message), up to handshake_timeout_us. */
+	 * finish: the handshake on a ready fd; takes fd (closed on failure):
+	 *   0 and *out, or the errors of zl_accept; or -EINPROGRESS: the
+	 *   answer is sent and the peer's next message is awaited on *wfd
+	 *   (rdma: its queue pair is ready), *half holding the state.
+	 * complete: that message, once *wfd turned readable: 0 and *out,
+	 *   -EAGAIN (not all there yet), or an error (half is freed).
+	 * abort: free a half that will not be completed. */
 	int (*take)(zl_listener *l);
 	int (*ready)(zl_listener *l, int fd);
-	int (*finish)(zl_listener *l, int fd, zl_channel **out);
-	int (*fd)(const zl_listener *l);
+	int (*finish)(zl_listener *l, int fd, zl_channel **out, void **half, int *wfd);
+	int (*complete)(zl_listener *l, void *half, zl_channel **out);
+	void (*abort)(zl_listener *l, void *half);
+	int (*fd)(const zl_listener *l); /* the listening socket */
 	int (*url)(const zl_listener *l, char *buf, size_t cap);
 	void (*close)(zl_listener *l);
 };
 
 struct zl_listener {
 	const struct zl_listener_ops *ops;
+	struct zl_hs *hs; /* zl_accept's handshakes (NULL under zl_server) */
 };
 
 /* A transport: its URL scheme and how to make endpoints. */

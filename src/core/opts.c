@@ -18,6 +18,7 @@ void zl_opts_init(struct zl_opts *o)
 	o->spin_us = 50;
 	o->handshake_timeout_us = 5000000;
 	o->max_peer_ring = 64u << 20;
+	o->max_handshakes = 64;
 }
 
 static int parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out)
@@ -55,6 +56,9 @@ int zl_opts_apply_url(struct zl_opts *o, const struct zl_url *u)
 		} else if (!strcmp(k, "max_peer_ring")) {
 			rc = parse_i64(v, 4096, 1ll << 30, &x);
 			o->max_peer_ring = (uint32_t)x;
+		} else if (!strcmp(k, "max_handshakes")) {
+			rc = parse_i64(v, 1, 65536, &x);
+			o->max_handshakes = (uint32_t)x;
 		} else if (!strcmp(k, "handshake_timeout_us")) {
 			rc = parse_i64(v, 1, INT64_MAX, &x);
 			o->handshake_timeout_us = x;
@@ -80,7 +84,8 @@ int zl_opts_check(const struct zl_opts *o)
 	}
 	if (o->max_msg == 0 || o->max_msg > (1ull << 40) || o->spin_us < -1 ||
 	    o->handshake_timeout_us <= 0 || o->rpos_every > o->ring_size / 2 ||
-	    o->max_peer_ring < 4096 || o->max_peer_ring > (1u << 30))
+	    o->max_peer_ring < 4096 || o->max_peer_ring > (1u << 30) ||
+	    o->max_handshakes < 1 || o->max_handshakes > 65536)
 		return -EINVAL;
 	return 0;
 }

@@ -145,18 +145,6 @@ int zl_sock_ready(int fd, size_t need, const void *magic, size_t mlen)
 	return 0;
 }
 
-int zl_sock_accept(int lfd, int tcp, int64_t deadline)
-{
-	for (;;) {
-		int fd = zl_sock_take(lfd, tcp);
-		if (fd != -EAGAIN)
-			return fd;
-		int r = wait_fd(lfd, POLLIN, deadline);
-		if (r)
-			return r;
-	}
-}
-
 int zl_write_full(int fd, const void *buf, size_t len, int64_t deadline)
 {
 	const char *p = buf;

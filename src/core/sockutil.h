@@ -14,8 +14,6 @@ int zl_tcp_connect(const char *host, const char *port, int64_t deadline);
 /* Take one pending connection without waiting: a nonblocking fd (tcp:
  * TCP_NODELAY too), -EAGAIN when none is pending, or -errno. */
 int zl_sock_take(int lfd, int tcp);
-/* zl_sock_take, waiting until the deadline: an fd, -ETIMEDOUT or -errno. */
-int zl_sock_accept(int lfd, int tcp, int64_t deadline);
 /* Whether a peer's first handshake message of need bytes is wholly
  * buffered on fd (peeked, nothing consumed): 1 yes, or the bytes there
  * already differ from magic (mlen bytes; the handshake then fails at

@@ -18,6 +18,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "hs.h"
 #include "server.h"
 #include "sockutil.h"
 
@@ -81,13 +82,13 @@ ZL_API int zl_server_create(const struct zl_server_opts *opts, zl_server **out)
 	/* the flag array: padded to a page, so SIMD may read past the end */
 	s->flags_len = srv_round_up((uint64_t)o.max_clients * o.slots + 64, 4096);
 	s->idx_used = calloc(o.max_clients, 1);
-	s->pend = calloc(o.max_handshakes, sizeof(*s->pend));
-	s->pfds = calloc(SRV_MAX_LISTENERS + 1 + (size_t)o.max_handshakes, sizeof(*s->pfds));
 	s->mbox = calloc(o.max_clients, sizeof(*s->mbox));
 	s->rflags = aligned_alloc(4096, s->flags_len);
-	int r = s->idx_used && s->mbox && s->rflags && s->pend && s->pfds ? 0 : -ENOMEM;
+	int r = s->idx_used && s->mbox && s->rflags ? 0 : -ENOMEM;
 	if (s->rflags)
 		memset(s->rflags, 0, s->flags_len);
+	if (!r)
+		r = zl_hs_new(o.max_handshakes, true, &s->hs);
 	if (!r && (s->ep = epoll_create1(EPOLL_CLOEXEC)) < 0)
 		r = -errno;
 	if (!r && ((s->stop_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0 ||
@@ -214,6 +215,7 @@ ZL_API void zl_server_close(zl_server *s)
 		srv_kick(s->ctl_fd);
 		pthread_join(s->acceptor, NULL);
 	}
+	zl_hs_free(s->hs); /* before the listeners its entries came from */
 	for (int i = 0; i < s->nlst; i++)
 		zl_listener_close(s->lst[i]);
 	srv_take_ready(s); /* attach, then drop with everyone else */
@@ -231,8 +233,6 @@ ZL_API void zl_server_close(zl_server *s)
 			close(fds[i]);
 	pthread_mutex_destroy(&s->lock);
 	free(s->idx_used);
-	free(s->pend);
-	free(s->pfds);
 	free(s->mbox);
 	free(s->big);
 	free(s->scratch);

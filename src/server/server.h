@@ -84,16 +84,6 @@ struct srv_client {
 	struct zl_req req[]; /* K */
 };
 
-/* A connection in its handshake (server.c, the acceptor thread's). */
-struct pend {
-	zl_listener *l;
-	int fd;             /* raw socket until the transport handshake is done */
-	zl_channel *ch;     /* then the channel, waiting for our hello */
-	int64_t since, deadline;
-	int64_t next_look, backoff; /* part of a hello is there: look again then */
-	uint64_t peer;      /* uid (unix-family sockets) or address hash */
-};
-
 struct srv_counters {
 	_Atomic uint64_t clients, clients_total, clients_dropped, requests, rejected,
 		spurious, recovered, sleeps, paused, handshakes_failed;
@@ -123,8 +113,8 @@ struct zl_server {
 	zl_listener *lst[SRV_MAX_LISTENERS];
 	int64_t lst_hs_us[SRV_MAX_LISTENERS]; /* their handshake_timeout_us */
 	int nlst;
-	struct pend *pend;         /* max_handshakes; the acceptor thread's */
-	struct pollfd *pfds;       /* its poll set: listeners, ctl_fd, pend */
+	struct zl_hs *hs;          /* connections in their handshake; the
+	                            * acceptor thread's once it runs */
 	struct srv_client *ready;  /* accepted, not yet taken by the server */
 	int accept_fd;             /* eventfd: ready is not empty */
 	uint32_t nclients;         /* admitted, including ready */

@@ -43,7 +43,7 @@ export ZL_TEST_CONNECT_rdma="dev=$ZL_RDMA_DEV_B"
 run srv_basic_rdma "$B/tests/srv_basic" rdma 8
 run srv_kill_rdma "$B/tests/srv_fault" rdma kill
 run srv_rogue_rdma "$B/tests/srv_rogue_rdma"
-for c in kill memlock hostile rkey auto; do
+for c in kill memlock hostile rkey auto ring stall; do
 	run "verbs_$c" "$B/src/transport/verbs/verbs_test" "$c" split
 done
 [ ${#failed[@]} -eq 0 ] || echo "failed: ${failed[*]}"

@@ -474,25 +474,23 @@ static int make_addr(const struct zl_url *u, struct sockaddr_un *a, socklen_t *l
 
 static int shm_take(zl_listener *l) { return zl_sock_take(((struct shm_listener *)l)->fd, 0); }
 
-/* One SEQPACKET message is the whole hello. */
+/* One SEQPACKET message is the whole hello. An empty message peeks as 0
+ * bytes, like a hang-up: only the hang-up is a peer that left (finish
+ * refuses the empty message). */
 static int shm_ready(zl_listener *l, int fd)
 {
 	(void)l;
-	return zl_sock_ready(fd, 1, NULL, 0);
+	int r = zl_sock_ready(fd, 1, NULL, 0);
+	struct pollfd p = { .fd = fd, .events = POLLRDHUP };
+	if (r != -ECONNRESET || (poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP))))
+		return r;
+	return 1;
 }
 
-static int shm_finish(zl_listener *l, int fd, zl_channel **out)
+static int shm_finish(zl_listener *l, int fd, zl_channel **out, void **half, int *wfd)
 {
 	struct shm_listener *sl = (struct shm_listener *)l;
 	return handshake(fd, &sl->opts, false, zl_now_us() + sl->opts.handshake_timeout_us, out);
-}
-
-static int shm_accept(zl_listener *l, int64_t timeout_us, zl_channel **out)
-{
-	int fd = zl_sock_accept(((struct shm_listener *)l)->fd, 0, zl_deadline(timeout_us));
-	if (fd < 0)
-		return fd == -ETIMEDOUT ? ZL_TIMEOUT_ERR(timeout_us) : fd;
-	return shm_finish(l, fd, out);
 }
 
 static int shm_listener_fd(const zl_listener *l) { return ((const struct shm_listener *)l)->fd; }
@@ -511,7 +509,6 @@ static void shm_listener_close(zl_listener *l)
 }
 
 static const struct zl_listener_ops shm_listener_ops = {
-	.accept = shm_accept,
 	.take = shm_take,
 	.ready = shm_ready,
 	.finish = shm_finish,

@@ -205,25 +205,10 @@ static int l_ready(zl_listener *base, int fd)
 	return zl_sock_ready(fd, ZL_STREAM_HELLO_LEN, ZL_STREAM_MAGIC, 4);
 }
 
-static int l_finish(zl_listener *base, int fd, zl_channel **out)
+static int l_finish(zl_listener *base, int fd, zl_channel **out, void **half, int *wfd)
 {
 	struct slistener *l = (struct slistener *)base;
 	return setup(fd, l->is_unix, &l->o, zl_deadline(l->o.handshake_timeout_us), out);
-}
-
-static int l_accept(zl_listener *base, int64_t timeout_us, zl_channel **out)
-{
-	struct slistener *l = (struct slistener *)base;
-	int64_t deadline = zl_deadline(timeout_us);
-	for (;;) {
-		int fd = zl_sock_accept(l->fd, !l->is_unix, deadline);
-		if (fd < 0)
-			return fd == -ETIMEDOUT ? ZL_TIMEOUT_ERR(timeout_us) : fd;
-		int rc = l_finish(base, fd, out);
-		if (rc != -ENOTCONN)
-			return rc;
-		ZL_LOG(ZL_LOG_DEBUG, "%s: peer left before its hello; dropped", name(l->is_unix));
-	}
 }
 
 static int l_fd(const zl_listener *base) { return ((const struct slistener *)base)->fd; }
@@ -247,7 +232,6 @@ static void l_close(zl_listener *base)
 }
 
 static const struct zl_listener_ops listener_ops = {
-	.accept = l_accept,
 	.take = l_take,
 	.ready = l_ready,
 	.finish = l_finish,

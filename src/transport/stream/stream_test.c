@@ -19,7 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "zipline.h"
+#include "internal.h"
 #include "url.h"
 
 #define SEC 1000000
@@ -552,7 +552,7 @@ static void test_hostile_server(const char *tr)
 	CHECK_RC(zl_listen(url, NULL, &l), 0);
 	zl_listener_url(l, url, sizeof(url));
 	/* answer on the listener's socket ourselves, without zl_accept */
-	struct raw_srv s = { .lfd = dup(zl_listener_fd(l)), .data = "\x7f" "ELF garbage....", .len = 16 };
+	struct raw_srv s = { .lfd = dup(l->ops->fd(l)), .data = "\x7f" "ELF garbage....", .len = 16 };
 	pthread_t t;
 	pthread_create(&t, NULL, raw_server, &s);
 	zl_channel *ch;

@@ -125,6 +125,7 @@ struct rd_chan {
 	uint8_t *ring, *stage;
 	struct rd_ctl *ctl;
 	struct rd_info peer;
+	uint64_t key;            /* of our ring */
 	uint32_t max_inline;
 	uint8_t tx_mode, rx_mode;
 	_Atomic uint64_t avail;  /* split: records whose completion we saw */
@@ -885,7 +886,8 @@ static int check_info(const struct rd_info *i, const struct zl_opts *o)
 	return 0;
 }
 
-/* Build everything over the connected side channel sock. */
+/* Build everything over the connected side channel sock, up to our ready
+ * word; the peer's is awaited by the caller, then finish_setup. */
 static int setup(struct rd_chan *v, const struct rd_params *p, const struct zl_opts *o,
 		 int64_t deadline)
 {
@@ -943,6 +945,7 @@ static int setup(struct rd_chan *v, const struct rd_params *p, const struct zl_o
 	if (getrandom(&key, 8, 0) != 8 || getrandom(&psn, 4, 0) != 4)
 		return -EIO;
 	key = zl_ring_key(key);
+	v->key = key;
 	psn &= 0xffffff;
 
 	struct rd_info me = { .magic = RD_MAGIC, .version = ZL_PROTO_VERSION,
@@ -956,8 +959,11 @@ static int setup(struct rd_chan *v, const struct rd_params *p, const struct zl_o
 	if ((r = zl_write_full(v->sock, &me, sizeof(me), deadline)) ||
 	    (r = zl_read_full(v->sock, &v->peer, sizeof(v->peer), deadline)))
 		return r == -ECONNRESET ? -EPROTO : r;
-	if ((r = check_info(&v->peer, o)))
+	if ((r = check_info(&v->peer, o))) {
+		uint32_t nak = RD_NAK | (uint32_t)(-r & 0xffff);
+		zl_write_full(v->sock, &nak, 4, deadline);
 		return r;
+	}
 	v->tx_mode = v->peer.mode;
 	v->rx_mode = my_mode;
 	v->stage = alloc_zero(v->peer.ring_size);
@@ -967,12 +973,9 @@ static int setup(struct rd_chan *v, const struct rd_params *p, const struct zl_o
 	    (r = modify_qp(v, p, gid_index, pa.active_mtu, psn)) || (r = post_recvs(v, RQ_DEPTH)))
 		return r;
 	/* neither side may WRITE before the other's QP is ready to receive */
-	uint32_t ready = RD_MAGIC, theirs = 0;
-	if ((r = zl_write_full(v->sock, &ready, 4, deadline)) ||
-	    (r = zl_read_full(v->sock, &theirs, 4, deadline)))
+	uint32_t ready = RD_MAGIC;
+	if ((r = zl_write_full(v->sock, &ready, 4, deadline)))
 		return r;
-	if (theirs != RD_MAGIC)
-		return -EPROTO;
 
 	char gs[INET6_ADDRSTRLEN];
 	inet_ntop(AF_INET6, gid.raw, gs, sizeof(gs));
@@ -981,7 +984,17 @@ static int setup(struct rd_chan *v, const struct rd_params *p, const struct zl_o
 	       "send %s", ibv_get_device_name(v->ctx->device), p->port, gid_index, gs,
 	       128 << pa.active_mtu, v->max_inline,
 	       mode_name[my_mode], in_order == 1 ? "yes" : "no", mode_name[v->tx_mode]);
+	return 0;
+}
 
+/* The peer's ready word (or its refusal) came: make the channel. */
+static int finish_setup(struct rd_chan *v, const struct zl_opts *o, uint32_t theirs)
+{
+	if (theirs != RD_MAGIC) {
+		int e = (theirs & 0xffff0000u) == RD_NAK ? (int)(theirs & 0xffff) : 0;
+		return e == EMSGSIZE || e == EPERM || e == EPROTO ? -e : -EPROTO;
+	}
+	uint8_t my_mode = v->rx_mode;
 	struct zl_ringchan *rc = &v->rc;
 	rc->link = my_mode == RD_SPLIT ? &rd_link_split : &rd_link;
 	zl_ring_tx_init(&rc->tx, v->stage, v->peer.ring_size, v->peer.key, &v->ctl->rpos,
@@ -989,7 +1002,7 @@ static int setup(struct rd_chan *v, const struct rd_params *p, const struct zl_o
 	zl_ring_tx_set_layout(&rc->tx, v->tx_mode == RD_SPLIT2 ? ZL_LAYOUT_TAG_FIRST
 							       : ZL_LAYOUT_LEN_FIRST);
 	rc->tx.peer_rpos_check = &v->ctl->rpos_check;
-	zl_ring_rx_init(&rc->rx, v->ring, ring_size, key, o->rpos_every, NULL, NULL);
+	zl_ring_rx_init(&rc->rx, v->ring, o->ring_size, v->key, o->rpos_every, NULL, NULL);
 	zl_ring_rx_set_layout(&rc->rx, my_mode == RD_SPLIT2 ? ZL_LAYOUT_TAG_FIRST
 							     : ZL_LAYOUT_LEN_FIRST,
 			      my_mode != RD_SINGLE);
@@ -1004,20 +1017,33 @@ static int setup(struct rd_chan *v, const struct rd_params *p, const struct zl_o
 	return 0;
 }
 
-static int make_chan(int sock, const struct rd_params *p, const struct zl_opts *o,
-		     int64_t deadline, zl_channel **out)
+static struct rd_chan *chan_new(int sock)
 {
 	struct rd_chan *v = calloc(1, sizeof(*v));
 	if (!v) {
 		close(sock);
-		return -ENOMEM;
+		return NULL;
 	}
 	v->sock = sock;
 	v->epfd = -1;
 	v->tfd = -1;
 	atomic_flag_clear(&v->lock);
 	atomic_flag_clear(&v->rq_lock);
+	return v;
+}
+
+static int make_chan(int sock, const struct rd_params *p, const struct zl_opts *o,
+		     int64_t deadline, zl_channel **out)
+{
+	struct rd_chan *v = chan_new(sock);
+	if (!v)
+		return -ENOMEM;
+	uint32_t theirs = 0;
 	int r = setup(v, p, o, deadline);
+	if (!r)
+		r = zl_read_full(v->sock, &theirs, 4, deadline);
+	if (!r)
+		r = finish_setup(v, o, theirs);
 	if (r) {
 		rd_free(v);
 		return r;
@@ -1056,26 +1082,52 @@ static int rd_ready(zl_listener *l, int fd)
 	return zl_sock_ready(fd, sizeof(struct rd_info), &magic, sizeof(magic));
 }
 
-static int rd_finish(zl_listener *l, int fd, zl_channel **out)
+/* Answer the peer, then leave its ready word to complete (zl_accept and
+ * zl_server never wait for it). */
+static int rd_finish(zl_listener *l, int fd, zl_channel **out, void **half, int *wfd)
 {
 	struct rd_listener *rl = (struct rd_listener *)l;
-	return make_chan(fd, &rl->params, &rl->opts, zl_now_us() + rl->opts.handshake_timeout_us,
-			 out);
+	struct rd_chan *v = chan_new(fd);
+	if (!v)
+		return -ENOMEM;
+	int r = setup(v, &rl->params, &rl->opts, zl_now_us() + rl->opts.handshake_timeout_us);
+	if (r) {
+		rd_free(v);
+		return r;
+	}
+	*half = v;
+	*wfd = v->sock;
+	return -EINPROGRESS;
 }
 
-static int rd_accept(zl_listener *l, int64_t timeout_us, zl_channel **out)
+static int rd_complete(zl_listener *l, void *half, zl_channel **out)
 {
-	int s = zl_sock_accept(((struct rd_listener *)l)->fd, 1, zl_deadline(timeout_us));
-	if (s < 0)
-		return s == -ETIMEDOUT ? ZL_TIMEOUT_ERR(timeout_us) : s;
-	return rd_finish(l, s, out);
+	struct rd_chan *v = half;
+	uint32_t theirs;
+	ssize_t n = recv(v->sock, &theirs, 4, MSG_PEEK | MSG_DONTWAIT);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return -EAGAIN;
+	if (n > 0 && n < 4)
+		return -EAGAIN;
+	int r = n == 4 && recv(v->sock, &theirs, 4, MSG_DONTWAIT) == 4
+			? finish_setup(v, &((struct rd_listener *)l)->opts, theirs)
+			: -ECONNRESET;
+	if (r) {
+		rd_free(v);
+		return r;
+	}
+	*out = &v->rc.base;
+	return 0;
 }
+
+static void rd_abort(zl_listener *l, void *half) { rd_free(half); }
 
 static const struct zl_listener_ops rd_listener_ops = {
-	.accept = rd_accept,
 	.take = rd_take,
 	.ready = rd_ready,
 	.finish = rd_finish,
+	.complete = rd_complete,
+	.abort = rd_abort,
 	.fd = rd_listener_fd,
 	.url = rd_listener_url,
 	.close = rd_listener_close,

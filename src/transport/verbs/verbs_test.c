@@ -4,7 +4,7 @@
  * VM (tests/vm/rdma-vm.sh), which sets ZL_RDMA_*; exits 77 elsewhere.
  *
  *   verbs_test CASE [single|split|auto]
- *   CASE: sizes | kill | memlock | hostile | rkey | auto
+ *   CASE: sizes | kill | memlock | hostile | rkey | auto | ring | stall
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -270,6 +270,92 @@ static void case_hostile(void)
 	zl_listener_close(l);
 }
 
+/* A peer's ring over our max_peer_ring is refused, and both sides say
+ * why: -EMSGSIZE on each, whichever side refuses. */
+static void case_ring(void)
+{
+	for (int refuser = 0; refuser < 2; refuser++) {
+		char su[256], cu[256];
+		/* refuser 0: the listener refuses the client's 1 MiB ring */
+		url(su, sizeof(su), 7607, dev_a,
+		    refuser ? "&ring=1048576" : "&max_peer_ring=65536");
+		url(cu, sizeof(cu), 7607, dev_b,
+		    refuser ? "&max_peer_ring=65536" : "&ring=1048576");
+		zl_listener *l;
+		CHECK_RC(zl_listen(su, NULL, &l), 0);
+		pid_t pid = fork();
+		if (!pid) {
+			zl_channel *ch;
+			int r = zl_connect(cu, NULL, TMO, &ch);
+			printf("ring: refuser %s: client got %d (%s)\n", refuser ? "client" : "server",
+			       r, zl_strerror(r));
+			_exit(r == -EMSGSIZE ? 0 : 1);
+		}
+		zl_channel *ch;
+		int r = zl_accept(l, TMO, &ch);
+		printf("ring: refuser %s: server got %d (%s)\n", refuser ? "client" : "server", r,
+		       zl_strerror(r));
+		if (r != -EMSGSIZE)
+			FAIL("server: %d, want -EMSGSIZE", r);
+		int st;
+		waitpid(pid, &st, 0);
+		if (!WIFEXITED(st) || WEXITSTATUS(st))
+			FAIL("client: status %d, want -EMSGSIZE", st);
+		zl_listener_close(l);
+	}
+}
+
+/* Peers stalled in either handshake step (silent after connecting; or
+ * silent after a valid info, so the listener waits for their ready word)
+ * never delay an honest client's zl_accept. */
+static void case_stall(void)
+{
+	char su[256], cu[256];
+	url(su, sizeof(su), 7608, dev_a, "");
+	url(cu, sizeof(cu), 7608, dev_b, "");
+	zl_listener *l;
+	CHECK_RC(zl_listen(su, NULL, &l), 0);
+	int silent[3], half[3];
+	struct rd_info info = { .magic = RD_MAGIC, .version = ZL_PROTO_VERSION,
+				.info_size = sizeof(info), .qpn = 77, .psn = 1, .mtu = 3,
+				.ring_size = 4096, .max_msg = 4096 };
+	/* RoCE: the gid is the IPv4-mapped address of device B */
+	const char *ip_b = getenv("ZL_RDMA_IP_B");
+	info.gid[10] = info.gid[11] = 0xff;
+	if (!ip_b || inet_pton(AF_INET, ip_b, &info.gid[12]) != 1)
+		FAIL("ZL_RDMA_IP_B");
+	for (int i = 0; i < 3; i++) {
+		silent[i] = tcp_to(ip_a, 7608);
+		half[i] = tcp_to(ip_a, 7608);
+		if (write(half[i], &info, sizeof(info)) != (ssize_t)sizeof(info))
+			FAIL("write");
+	}
+	double t0 = now_s();
+	pid_t pid = spawn_echo(cu);
+	zl_channel *ch = accept_one(l);
+	double dt = now_s() - t0;
+	uint8_t buf[64] = "hello";
+	size_t len;
+	CHECK_RC(zl_send(ch, buf, 6, TMO), 0);
+	CHECK_RC(zl_recv(ch, buf, sizeof(buf), &len, TMO), 0);
+	printf("stall: an honest client accepted in %.3f s beside 3 silent and 3 half-done "
+	       "handshakes\n", dt);
+	if (dt > 1.0)
+		FAIL("the honest client waited %.3f s", dt);
+	uint32_t word;
+	for (int i = 0; i < 3; i++) /* the half-done ones got the listener's info */
+		if (recv(half[i], &info, sizeof(info), MSG_WAITALL) != (ssize_t)sizeof(info) ||
+		    recv(half[i], &word, 4, MSG_WAITALL) != 4 || word != RD_MAGIC)
+			FAIL("half-done peer %d: no info and ready word from the listener", i);
+	zl_close(ch);
+	waitpid(pid, NULL, 0);
+	for (int i = 0; i < 3; i++) {
+		close(silent[i]);
+		close(half[i]);
+	}
+	zl_listener_close(l);
+}
+
 /* A man in the middle corrupts the server's ring rkey in the handshake:
  * the client's WRITEs fail on the NIC, and both ends see an error. */
 static void case_rkey(void)
@@ -288,8 +374,10 @@ static void case_rkey(void)
 		if (bind(ls, (struct sockaddr *)&a, sizeof(a)) || listen(ls, 1))
 			_exit(3);
 		int c = accept(ls, NULL, NULL), srv = tcp_to(ip_a, 7605);
-		struct rd_info info; /* the server sends it first, unprompted */
-		if (recv(srv, &info, sizeof(info), MSG_WAITALL) != (ssize_t)sizeof(info))
+		struct rd_info info; /* the listener answers the client's info */
+		if (recv(c, &info, sizeof(info), MSG_WAITALL) != (ssize_t)sizeof(info) ||
+		    write(srv, &info, sizeof(info)) != (ssize_t)sizeof(info) ||
+		    recv(srv, &info, sizeof(info), MSG_WAITALL) != (ssize_t)sizeof(info))
 			_exit(4);
 		info.ring_rkey ^= 0x5a5a;
 		if (write(c, &info, sizeof(info)) != (ssize_t)sizeof(info))
@@ -384,6 +472,10 @@ int main(int argc, char **argv)
 		case_rkey();
 	else if (!strcmp(argv[1], "auto"))
 		case_auto();
+	else if (!strcmp(argv[1], "ring"))
+		case_ring();
+	else if (!strcmp(argv[1], "stall"))
+		case_stall();
 	else
 		return 2;
 	printf("PASS verbs_test %s %s\n", argv[1], order);

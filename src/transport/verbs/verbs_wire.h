@@ -7,6 +7,10 @@
 #include <stdint.h>
 
 #define RD_MAGIC 0x44524c5au /* "ZLRD" */
+/* After the infos, each side sends one word: RD_MAGIC once its queue pair
+ * is ready to receive, or RD_NAK | errno when it refuses the other's info
+ * (so that both sides return the same error). */
+#define RD_NAK 0x4e4b0000u
 
 struct rd_info {
 	uint32_t magic;
