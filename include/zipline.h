@@ -421,7 +421,10 @@ struct zl_server_opts {
 	                         default 4 MiB */
 	uint32_t max_handshakes; /* clients in their handshake at once; a new
 	                         one past this displaces the oldest; default 64 */
-	uint32_t reserved[4];
+	uint64_t max_queued_total; /* reply bytes queued for all clients: past
+	                         it the client with the most queued is dropped;
+	                         default 256 MiB */
+	uint32_t reserved[2];
 };
 
 void zl_server_opts_init(struct zl_server_opts *o);

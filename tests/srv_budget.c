@@ -5,7 +5,9 @@
  * client could keep sending; the server must stop taking its requests once
  * max_queued bytes of replies wait for it (zl_server_info.paused, a log
  * line), keep its own memory within that budget, and keep serving an honest
- * client at its usual speed.
+ * client at its usual speed. Then several such clients, each under its own
+ * budget but together over max_queued_total: the largest queues are
+ * dropped, and the server's memory stays within the total.
  *
  * The attacker speaks the wire formats itself (stream hello and frames,
  * srv_hello, srv_hdr): the library's client never has more than K requests
@@ -23,6 +25,8 @@
 #define NREQ 600          /* 150 MiB of replies without the budget */
 #define BUDGET (8u << 20) /* max_queued */
 #define SLACK_KB (48 * 1024)
+#define TOTAL (3 * BUDGET) /* max_queued_total: one attacker stays under it */
+#define MANY 6            /* attackers that together would pass it */
 
 static char url[600];
 
@@ -90,6 +94,7 @@ int main(int argc, char **argv)
 	struct zl_server_opts o;
 	zl_server_opts_init(&o);
 	o.max_queued = BUDGET;
+	o.max_queued_total = TOTAL;
 	struct tl_srv s;
 	tl_srv_start(&s, tr, "", &o);
 	snprintf(url, sizeof(url), "%s", s.url);
@@ -132,8 +137,32 @@ int main(int argc, char **argv)
 	kill(pid, SIGKILL);
 	tl_wait_child(pid, 5000);
 	tl_call_check(c, 3, 64, 5000, T_OUT);
+
+	/* MANY attackers, each under max_queued, together over max_queued_total:
+	 * the biggest queues are dropped and memory stays within the total */
+	rss0 = tl_rss_kb();
+	pid_t many[MANY];
+	for (int i = 0; i < MANY; i++)
+		many[i] = tl_fork(hoarder, &done, 60);
+	for (int i = 0; i < MANY; i++)
+		tl_pipe_get(&done, &sent, sizeof(sent), 20000);
+	tl_call_check(c, 3, 64, 6000, T_OUT);
+	struct zl_server_info in2;
+	CHECK_OK(zl_server_info(s.srv, &in2));
+	grew = tl_rss_kb() - rss0;
+	uint64_t dropped = in2.clients_dropped - in.clients_dropped;
+	printf("%d attackers: %" PRIu64 " dropped; RSS grew %ld KiB (max_queued_total %u KiB)\n",
+	       MANY, dropped, grew, TOTAL / 1024);
+	CHECKF(dropped >= 1, "no attacker dropped past max_queued_total");
+	CHECKF(grew < (long)(TOTAL / 1024) + SLACK_KB, "server RSS grew by %ld KiB", grew);
+	for (int i = 0; i < MANY; i++) {
+		kill(many[i], SIGKILL);
+		tl_wait_child(many[i], 5000);
+	}
+	tl_call_check(c, 3, 64, 7000, T_OUT);
 	zl_client_close(c);
 	tl_srv_stop(&s);
-	printf("PASS: %s: a client that never reads is paused within its budget\n", tr);
+	printf("PASS: %s: clients that never read are paused within their budget, and "
+	       "dropped past the total\n", tr);
 	return 0;
 }

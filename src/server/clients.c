@@ -149,12 +149,21 @@ void srv_ep_del(struct zl_server *s, int fd)
 		epoll_ctl(s->ep, EPOLL_CTL_DEL, fd, NULL);
 }
 
-void srv_free_client(struct srv_client *cl)
+/* Its queued replies, which will never go out now. */
+static void free_backlog(struct srv_client *cl)
 {
 	for (struct backlog *b = cl->bl_head, *n; b; b = n) {
 		n = b->next;
 		free(b);
 	}
+	cl->bl_head = cl->bl_tail = NULL;
+	cl->srv->queued -= cl->queued;
+	cl->queued = 0;
+}
+
+void srv_free_client(struct srv_client *cl)
+{
+	free_backlog(cl);
 	for (uint32_t k = 0; k < cl->srv->o.slots; k++)
 		free(cl->req[k].copy);
 	if (cl->os)
@@ -182,6 +191,7 @@ void srv_drop(struct srv_client *cl, const char *why, int err)
 			CNT_ADD(s, clients_dropped, 1);
 	}
 	cl->dead = true;
+	free_backlog(cl); /* at once: it counts against max_queued_total */
 	srv_ep_del(s, zl_channel_fd(cl->ch));
 	if (cl->next)
 		cl->next->prev = cl->prev;

@@ -9,7 +9,10 @@
  * could grow its queue without end: once it holds more than max_queued
  * bytes the server takes no more of that client's requests (srv_pause)
  * until the queue has gone out. The queue then holds at most max_queued
- * plus the replies of the K requests already taken.
+ * plus the replies of the K requests already taken. Across clients, once
+ * all queues together hold more than max_queued_total, the client with the
+ * largest queue is dropped (as Redis's client-output-buffer-limit does):
+ * many clients that each stay under max_queued cannot add up to more.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -76,6 +79,18 @@ static void sent(struct srv_client *cl, size_t n)
 		list_pending(cl);
 }
 
+/* Over max_queued_total: the client holding most of it goes. */
+static void drop_biggest(struct zl_server *s)
+{
+	struct srv_client *big = NULL;
+	for (struct srv_client *c = s->clients; c; c = c->next)
+		if (!c->dead && (!big || c->queued > big->queued))
+			big = c;
+	if (!big)
+		return;
+	srv_drop(big, "its unread replies put all clients over max_queued_total", -ENOBUFS);
+}
+
 static int queue_reply(struct srv_client *cl, const uint8_t *msg, size_t n)
 {
 	struct backlog *b = malloc(sizeof(*b) + n);
@@ -92,10 +107,14 @@ static int queue_reply(struct srv_client *cl, const uint8_t *msg, size_t n)
 		cl->bl_head = b;
 	cl->bl_tail = b;
 	cl->queued += n;
+	struct zl_server *s = cl->srv;
+	s->queued += n;
 	list_pending(cl);
-	if (cl->queued > cl->srv->o.max_queued && !cl->paused)
+	if (cl->queued > s->o.max_queued && !cl->paused)
 		srv_pause(cl, true);
-	return 0;
+	if (s->queued > s->o.max_queued_total)
+		drop_biggest(s);
+	return cl->dead ? -ECONNRESET : 0;
 }
 
 static int send_reply(struct srv_client *cl, const struct srv_rep *h, const void *data,
@@ -245,6 +264,7 @@ void srv_push_pending(struct zl_server *s)
 			if (!cl->bl_head)
 				cl->bl_tail = NULL;
 			cl->queued -= b->len;
+			s->queued -= b->len;
 			free(b);
 			r = zl_flush(cl->ch, 0); /* the send may have kept a tail */
 		}

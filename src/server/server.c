@@ -37,6 +37,7 @@ ZL_API void zl_server_opts_init(struct zl_server_opts *o)
 	o->max_queued = 8u << 20;
 	o->max_ring = 4u << 20;
 	o->max_handshakes = 64;
+	o->max_queued_total = 256u << 20;
 }
 
 static int opts_ok(const struct zl_server_opts *o)
@@ -45,6 +46,7 @@ static int opts_ok(const struct zl_server_opts *o)
 	       o->slot_size <= 65536 && o->slot_size % 64 == 0 && o->max_clients >= 1 &&
 	       o->max_clients <= 65536 && o->max_req >= 1 && o->max_req <= UINT32_MAX &&
 	       o->spin_us >= -1 && o->sweep_us > 0 && o->max_queued > 0 &&
+	       o->max_queued_total >= o->max_queued &&
 	       o->max_ring >= 4096 && o->max_ring <= (1u << 30) && o->max_handshakes >= 1 &&
 	       o->max_handshakes <= 65536;
 }

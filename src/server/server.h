@@ -135,6 +135,7 @@ struct zl_server {
 
 	/* serving thread only */
 	struct srv_client *clients;  /* all live clients */
+	uint64_t queued;             /* their backlogs' bytes (max_queued_total) */
 	struct srv_client *pending;  /* clients with replies to push out */
 	struct srv_client *graves;   /* dropped, to be freed */
 	uint32_t nstream, nring, nmore, npartial;
