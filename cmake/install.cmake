@@ -68,6 +68,8 @@ install(FILES ${PROJECT_BINARY_DIR}/ziplineConfig.cmake
 # ---- man pages --------------------------------------------------------------
 file(GLOB ZL_MAN3 CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/docs/man/*.3)
 file(GLOB ZL_MAN7 CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/docs/man/*.7)
+file(GLOB ZL_MAN1 CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/docs/man/*.1)
+install(FILES ${ZL_MAN1} DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
 install(FILES ${ZL_MAN3} DESTINATION ${CMAKE_INSTALL_MANDIR}/man3)
 install(FILES ${ZL_MAN7} DESTINATION ${CMAKE_INSTALL_MANDIR}/man7)
 

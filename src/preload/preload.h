@@ -1,0 +1,173 @@
+/* SPDX-License-Identifier: MIT */
+/* libzipline-preload internals: see sock.c for the design. */
+#ifndef ZP_PRELOAD_H
+#define ZP_PRELOAD_H
+
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/epoll.h>
+#include <sys/select.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include "log.h"
+
+/* ---- the real libc calls (intercept.c) ---------------------------------- */
+
+struct zp_real {
+	int (*socket)(int, int, int);
+	int (*connect)(int, const struct sockaddr *, socklen_t);
+	int (*listen)(int, int);
+	int (*accept4)(int, struct sockaddr *, socklen_t *, int);
+	int (*close)(int);
+	int (*shutdown)(int, int);
+	ssize_t (*read)(int, void *, size_t);
+	ssize_t (*write)(int, const void *, size_t);
+	ssize_t (*readv)(int, const struct iovec *, int);
+	ssize_t (*writev)(int, const struct iovec *, int);
+	ssize_t (*recvmsg)(int, struct msghdr *, int);
+	ssize_t (*sendmsg)(int, const struct msghdr *, int);
+	ssize_t (*recv)(int, void *, size_t, int);
+	ssize_t (*send)(int, const void *, size_t, int);
+	int (*poll)(struct pollfd *, nfds_t, int);
+	int (*ppoll)(struct pollfd *, nfds_t, const struct timespec *, const sigset_t *);
+	int (*epoll_ctl)(int, int, int, struct epoll_event *);
+	int (*epoll_pwait)(int, struct epoll_event *, int, int, const sigset_t *);
+	int (*fcntl)(int, int, ...);
+	int (*ioctl)(int, unsigned long, ...);
+	int (*dup)(int);
+	int (*dup3)(int, int, int);
+	int (*setsockopt)(int, int, int, const void *, socklen_t);
+};
+extern struct zp_real zp_real;
+extern int zp_spin_us;     /* ZL_PRELOAD_SPIN_US: spin before sleeping */
+extern uint32_t zp_ring;   /* ZL_PRELOAD_RING: bytes per direction */
+extern bool zp_allow_other_uid;
+
+/* ---- shared memory: one memfd per connection, made by the client ------- */
+
+#define ZP_MAGIC 0x5a4c5052u /* "ZLPR" */
+#define ZP_VERSION 1
+#define ZP_HDR 4096
+
+/* One direction. The sender owns tail, state, kbytes, closed and
+ * tx_sleeping; the receiver owns head and rx_sleeping. A sleeping count is
+ * the number of threads asleep for that end's condition; its kick is set
+ * by the other end when it sends a wake-up, and cleared by sleepers before
+ * they arm, so that one wake-up serves every store until then. */
+struct zp_dir {
+	_Atomic uint64_t tail;        /* bytes ever written into the ring */
+	_Atomic uint64_t kbytes;      /* bytes sent on the kernel stream first */
+	_Atomic uint32_t state;       /* 0: kernel stream; 1: the ring, after kbytes */
+	_Atomic uint32_t closed;      /* the sender sends no more (EOF after the data) */
+	_Atomic uint32_t tx_sleeping; /* senders waiting for room */
+	_Atomic uint32_t tx_kick;
+	char pad0[64 - 32];
+	_Atomic uint64_t head;        /* bytes ever consumed */
+	_Atomic uint32_t rx_sleeping; /* receivers asleep on their socket */
+	_Atomic uint32_t rx_kick;
+	char pad1[64 - 16];
+};
+
+struct zp_shared {
+	uint32_t magic, version, ring_size, hdr_size;
+	_Atomic uint32_t joined;  /* the server attached: both sides use rings */
+	_Atomic uint32_t gone[2]; /* the side's last copy closed */
+	_Atomic uint32_t reset[2]; /* ... with bytes unread: the peer gets ECONNRESET */
+	_Atomic int32_t refs[2];  /* processes holding the side */
+	char pad[64 - 44];
+	struct zp_dir dir[2];     /* 0: client to server, 1: server to client */
+};
+
+/* ---- a zipline socket in this process --------------------------------- */
+
+struct zsock {
+	pthread_mutex_t lock;     /* switching, closing; not the data path */
+	int refs;                 /* fds of this process that name it (dup) */
+	int side;                 /* 0 client, 1 server */
+	int fd;                   /* one fd naming it, for wake-ups */
+	struct zp_shared *sh;
+	size_t map_len;
+	uint8_t *ring[2];
+	struct zp_dir *tx, *rx;
+	uint8_t *txr, *rxr;
+	uint32_t size;
+	uint64_t rx_k;            /* kernel bytes consumed (receiving) */
+	uint64_t tx_k;            /* kernel bytes sent (before our switch) */
+	_Atomic bool tx_ring;     /* our sends use the ring */
+	_Atomic bool peer_eof;    /* the kernel stream ended */
+	_Atomic bool nonblock;    /* O_NONBLOCK of the file */
+	bool wr_shut, rd_shut;
+	bool is_unix;             /* AF_UNIX: HUP as soon as the peer is gone */
+	bool reset_told;          /* ECONNRESET is reported once, then EOF */
+	uint32_t sends;           /* a liveness look every 64 sends */
+	int64_t next_look;
+	int64_t rcvtimeo_us, sndtimeo_us; /* 0: none */
+	_Atomic int users;        /* threads asleep with it: freed after them */
+	int64_t dead_at;          /* closed: freed a while after (see bury) */
+	struct zsock *grave_next;
+	int hello_fd;             /* client: the rendezvous connection, until joined */
+	int mem;                  /* the memfd (for exec), close-on-exec */
+};
+
+/* fd table (sock.c) */
+struct zsock *zp_get(int fd);
+void zp_set(int fd, struct zsock *z);
+void zp_forget(int fd); /* fd no longer names its zsock (close, dup2 over) */
+
+/* the data path (sock.c): results as the libc calls, errno set */
+ssize_t zp_recv(struct zsock *z, const struct iovec *iov, int n, int flags);
+ssize_t zp_send(struct zsock *z, const struct iovec *iov, int n, int flags);
+int zp_shutdown(struct zsock *z, int how);
+int zp_fionread(struct zsock *z);
+size_t zp_tx_room(struct zsock *z); /* what a send takes now; SIZE_MAX: kernel */
+/* readiness without waiting: POLLIN/OUT/RDHUP/HUP as the kernel would say */
+short zp_ready(struct zsock *z, short events);
+/* Before sleeping on the socket: ask the peer for a wake-up (*armed: what
+ * was asked for). Returns ZP_READY if the socket is ready meanwhile (do not
+ * sleep), ZP_CROWDED if another thread of ours sleeps on it already: its
+ * wake-ups stay undrained for it, so we sleep without POLLIN for at most
+ * 1 ms at a time instead (zp_drain drains only when no other thread is
+ * armed). zp_disarm after the sleep. */
+#define ZP_READY 1
+#define ZP_CROWDED 2
+int zp_arm(struct zsock *z, short events, short *armed);
+void zp_disarm(struct zsock *z, short armed);
+/* the socket turned readable while switched: read wake-ups (unless
+ * another thread is armed), notice EOF */
+void zp_drain(struct zsock *z);
+/* the client's switch, once the server joined */
+void zp_poll_join(struct zsock *z);
+void zp_fork_prepare(void);
+void zp_fork_failed(void);
+void zp_atfork_child(void);
+
+/* exec: hand switched sockets to the new image (sock.c) */
+char *zp_exec_state(bool keep); /* "ZL_PRELOAD_FDS=..." (malloc) or NULL */
+void zp_exec_failed(void);      /* undo zp_exec_state */
+void zp_exec_adopt(const char *state);
+
+/* rendezvous (rendezvous.c) */
+struct zsock *zp_map(int mem, uint32_t ring, int side);
+void zp_listen_publish(int fd);
+struct zsock *zp_connect_offer(int fd, const struct sockaddr *a, socklen_t len);
+void zp_connect_done(struct zsock *z, int ok);
+struct zsock *zp_accept_match(int lfd, int fd);
+void zp_listen_close(int fd);
+
+/* waiting (wait.c) */
+int zp_poll(struct pollfd *fds, nfds_t n, int64_t timeout_us, const sigset_t *mask);
+int zp_epoll_ctl(int ep, int op, int fd, struct epoll_event *ev);
+int zp_epoll_wait(int ep, struct epoll_event *evs, int max, int timeout_ms,
+		  const sigset_t *mask);
+void zp_epoll_close(int fd);
+/* wait for the socket (events) until deadline (ZL_NEVER); 0 or -errno */
+int zp_wait_one(struct zsock *z, short events, int64_t deadline);
+
+#endif

@@ -1,0 +1,743 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A switched socket: the program's fd stays the kernel socket (so that
+ * getsockname, setsockopt, fcntl flags, fork and exec inheritance are the
+ * kernel's), while the bytes travel through two rings in one memfd shared
+ * by the two processes (struct zp_shared).
+ *
+ * Switching without a marker in the stream. Each direction switches on its
+ * own: the sender stores kbytes, the number of bytes it has sent on the
+ * kernel stream, then state = 1 (release), and from then on writes into the
+ * ring. The receiver reads the kernel stream while state is 0 or it has
+ * consumed fewer than kbytes bytes there, and the ring afterwards. After
+ * kbytes the kernel stream carries only wake-ups: one byte each, sent when
+ * the other side sleeps. A receive that raced with the switch and read past
+ * kbytes is cut back to kbytes: state and kbytes are stored before any
+ * wake-up byte is sent, and a byte that came through the kernel was sent
+ * after, so the load after the recv sees them. Kernel bytes never reach the
+ * ring reader unordered: the ring is read only after all kbytes bytes.
+ *
+ * Wake-ups (the Dekker pattern of the library's rings): a receiver about to
+ * sleep sets rx_sleeping, fences, and looks at the ring again; a sender
+ * stores tail, fences, and sends a wake-up byte if rx_sleeping is set. A
+ * sender out of room does the same with tx_sleeping and head. Sleeping is
+ * a poll of the kernel socket for POLLIN, so poll, select and epoll sleep
+ * on it too (wait.c).
+ *
+ * End of stream: shutdown(SHUT_WR), or the last close in the last process
+ * holding the side (refs), sets closed after the final tail; the kernel
+ * stream's own end (the process died) is noticed in a drain. Writing to a
+ * side that is gone fails with EPIPE (and SIGPIPE) as on a kernel socket.
+ * Nothing the peer writes into the shared memory is trusted beyond the
+ * ring: a tail more than the ring size ahead of head resets the socket.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "preload.h"
+
+static bool rx_on_kernel(struct zsock *z, uint64_t *left);
+static int64_t rx_avail(struct zsock *z);
+
+/* ---- the fd table -------------------------------------------------------- */
+
+#define MAX_FDS (1 << 20)
+static _Atomic(struct zsock *) *table;
+static int table_len;
+static _Atomic int table_hi; /* above every fd ever set: scans stop there */
+static pthread_once_t table_once = PTHREAD_ONCE_INIT;
+
+static void table_init(void)
+{
+	struct rlimit rl;
+	rlim_t n = getrlimit(RLIMIT_NOFILE, &rl) ? 1024 : rl.rlim_max;
+	if (n == RLIM_INFINITY || n > MAX_FDS)
+		n = MAX_FDS;
+	table = calloc((size_t)n, sizeof(*table));
+	table_len = table ? (int)n : 0;
+}
+
+struct zsock *zp_get(int fd)
+{
+	if (!table) /* before the first switch nothing is in it */
+		return NULL;
+	return fd >= 0 && fd < table_len ? atomic_load_explicit(&table[fd], memory_order_acquire)
+					 : NULL;
+}
+
+void zp_set(int fd, struct zsock *z)
+{
+	pthread_once(&table_once, table_init);
+	if (fd < 0 || fd >= table_len)
+		return; /* past the table: stays a kernel socket (never switched) */
+	pthread_mutex_lock(&z->lock);
+	z->refs++;
+	pthread_mutex_unlock(&z->lock);
+	atomic_store_explicit(&table[fd], z, memory_order_release);
+	int hi = atomic_load(&table_hi);
+	while (fd >= hi && !atomic_compare_exchange_weak(&table_hi, &hi, fd + 1))
+		;
+}
+
+static void zsock_free(struct zsock *z);
+
+/* A closed zsock is freed once no thread sleeps with it and a second has
+ * passed: another thread may still be in a call on it (a close racing
+ * with a read is the program's right, and the kernel's file lives on for
+ * that call). Its fds are closed at once. */
+static pthread_mutex_t grave_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct zsock *graves;
+
+static void bury(struct zsock *z)
+{
+	if (z->mem >= 0)
+		zp_real.close(z->mem);
+	if (z->hello_fd >= 0)
+		zp_real.close(z->hello_fd);
+	z->mem = z->hello_fd = -1;
+	int64_t now = zl_now_us();
+	z->dead_at = now;
+	pthread_mutex_lock(&grave_lock);
+	z->grave_next = graves;
+	graves = z;
+	for (struct zsock **pp = &graves; *pp;) {
+		struct zsock *g = *pp;
+		if (now - g->dead_at > 1000000 && !atomic_load(&g->users)) {
+			*pp = g->grave_next;
+			zsock_free(g);
+		} else {
+			pp = &g->grave_next;
+		}
+	}
+	pthread_mutex_unlock(&grave_lock);
+}
+
+static void zsock_free(struct zsock *z)
+{
+	if (z->hello_fd >= 0)
+		zp_real.close(z->hello_fd);
+	if (z->mem >= 0)
+		zp_real.close(z->mem);
+	if (z->sh)
+		munmap(z->sh, z->map_len);
+	pthread_mutex_destroy(&z->lock);
+	free(z);
+}
+
+static void wake(struct zsock *z)
+{
+	static const char b = 0;
+	zp_real.send(z->fd, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+	/* EAGAIN: wake-ups the peer has not read yet; it will look anyway */
+}
+
+/* The peer may sleep on its socket: after our store, wake it if so, once
+ * until it arms again. */
+static void notify(struct zsock *z, _Atomic uint32_t *sleeping, _Atomic uint32_t *kick)
+{
+	atomic_thread_fence(memory_order_seq_cst);
+	if (atomic_load_explicit(sleeping, memory_order_relaxed) &&
+	    !atomic_exchange_explicit(kick, 1, memory_order_relaxed))
+		wake(z);
+}
+#define NOTIFY_RX(z) notify((z), &(z)->tx->rx_sleeping, &(z)->tx->rx_kick)
+#define NOTIFY_TX(z) notify((z), &(z)->rx->tx_sleeping, &(z)->rx->tx_kick)
+
+void zp_forget(int fd)
+{
+	struct zsock *z = zp_get(fd);
+	if (!z)
+		return;
+	atomic_store_explicit(&table[fd], NULL, memory_order_release);
+	pthread_mutex_lock(&z->lock);
+	bool last = --z->refs == 0;
+	if (!last && z->fd == fd) { /* wake-ups go through another fd now */
+		for (int i = 0; i < atomic_load(&table_hi); i++)
+			if (atomic_load_explicit(&table[i], memory_order_relaxed) == z) {
+				z->fd = i;
+				break;
+			}
+	}
+	pthread_mutex_unlock(&z->lock);
+	if (!last)
+		return;
+	if (z->sh && atomic_fetch_sub(&z->sh->refs[z->side], 1) == 1) {
+		/* the last copy of our side: the peer sees the end of the stream,
+		 * or a reset if we leave bytes unread (as TCP sends RST) */
+		uint64_t left;
+		if ((rx_on_kernel(z, &left) && zp_fionread(z) > 0) || rx_avail(z) != 0)
+			atomic_store_explicit(&z->sh->reset[z->side], 1, memory_order_relaxed);
+		else
+			zp_drain(z); /* unread wake-ups would make the kernel reset */
+		atomic_store_explicit(&z->tx->closed, 1, memory_order_release);
+		atomic_store_explicit(&z->sh->gone[z->side], 1, memory_order_release);
+		NOTIFY_RX(z);
+		NOTIFY_TX(z);
+	}
+	bury(z);
+}
+
+/* fork: the child will hold every side this process holds. The count goes
+ * up before the fork (the parent may close its copy before the child
+ * runs a line), and down again if the fork failed. */
+static void fork_count(int d)
+{
+	int hi = atomic_load(&table_hi);
+	for (int i = 0; table && i < hi; i++) {
+		struct zsock *z = atomic_load_explicit(&table[i], memory_order_relaxed);
+		bool first = z != NULL;
+		for (int j = 0; first && j < i; j++) /* once per zsock */
+			first = atomic_load_explicit(&table[j], memory_order_relaxed) != z;
+		if (first && z->sh)
+			atomic_fetch_add(&z->sh->refs[z->side], d);
+	}
+}
+
+void zp_fork_prepare(void) { fork_count(1); }
+
+void zp_fork_failed(void) { fork_count(-1); }
+
+void zp_atfork_child(void)
+{
+	int hi = atomic_load(&table_hi);
+	for (int i = 0; table && i < hi; i++) {
+		struct zsock *z = atomic_load_explicit(&table[i], memory_order_relaxed);
+		if (z)
+			pthread_mutex_init(&z->lock, NULL);
+	}
+}
+
+/* ---- switching ----------------------------------------------------------- */
+
+/* Our sends move to the ring (under z->lock). */
+static void switch_tx(struct zsock *z)
+{
+	atomic_store_explicit(&z->tx->kbytes, z->tx_k, memory_order_relaxed);
+	atomic_store_explicit(&z->tx->state, 1, memory_order_release);
+	atomic_store_explicit(&z->tx_ring, true, memory_order_release);
+	NOTIFY_RX(z);
+}
+
+void zp_poll_join(struct zsock *z)
+{
+	if (atomic_load_explicit(&z->tx_ring, memory_order_acquire) || !z->sh ||
+	    !atomic_load_explicit(&z->sh->joined, memory_order_acquire))
+		return;
+	pthread_mutex_lock(&z->lock);
+	if (!atomic_load_explicit(&z->tx_ring, memory_order_relaxed))
+		switch_tx(z);
+	if (z->hello_fd >= 0) {
+		zp_real.close(z->hello_fd);
+		z->hello_fd = -1;
+	}
+	pthread_mutex_unlock(&z->lock);
+}
+
+/* The peer's side is closed for good: it closed its last copy, or its
+ * kernel socket ended after it had switched (it shuts down only its ring
+ * then: an end of the kernel stream is its last close, or its death). */
+static bool peer_gone(struct zsock *z)
+{
+	return atomic_load_explicit(&z->sh->gone[1 - z->side], memory_order_acquire) ||
+	       (atomic_load(&z->peer_eof) &&
+		atomic_load_explicit(&z->rx->state, memory_order_acquire));
+}
+
+/* ---- receiving ----------------------------------------------------------- */
+
+static bool rx_on_kernel(struct zsock *z, uint64_t *left)
+{
+	uint32_t st = atomic_load_explicit(&z->rx->state, memory_order_acquire);
+	uint64_t k = atomic_load_explicit(&z->rx->kbytes, memory_order_relaxed);
+	if (!st) {
+		*left = UINT64_MAX;
+		return true;
+	}
+	*left = k > z->rx_k ? k - z->rx_k : 0;
+	return *left > 0;
+}
+
+/* Bytes in the ring, or -1: the peer broke the ring. */
+static int64_t rx_avail(struct zsock *z)
+{
+	uint64_t t = atomic_load_explicit(&z->rx->tail, memory_order_acquire);
+	uint64_t h = atomic_load_explicit(&z->rx->head, memory_order_relaxed);
+	return t - h > z->size ? -1 : (int64_t)(t - h);
+}
+
+static int64_t tx_room(struct zsock *z)
+{
+	uint64_t h = atomic_load_explicit(&z->tx->head, memory_order_acquire);
+	uint64_t t = atomic_load_explicit(&z->tx->tail, memory_order_relaxed);
+	return t - h > z->size ? -1 : (int64_t)(z->size - (t - h));
+}
+
+/* Copy between the ring at position pos and the iovecs, from byte off. */
+static void ring_copy(uint8_t *ring, uint32_t size, uint64_t pos, const struct iovec *iov,
+		      int n, size_t off, size_t len, bool to_ring)
+{
+	for (int i = 0; i < n && len; i++) {
+		if (off >= iov[i].iov_len) {
+			off -= iov[i].iov_len;
+			continue;
+		}
+		size_t c = iov[i].iov_len - off;
+		if (c > len)
+			c = len;
+		uint8_t *b = (uint8_t *)iov[i].iov_base + off;
+		for (size_t done = 0; done < c;) {
+			uint32_t at = (uint32_t)(pos % size);
+			size_t k = size - at < c - done ? size - at : c - done;
+			if (to_ring)
+				memcpy(ring + at, b + done, k);
+			else
+				memcpy(b + done, ring + at, k);
+			done += k;
+			pos += k;
+		}
+		len -= c;
+		off = 0;
+	}
+}
+
+/* The iovecs from byte off, at most max bytes, into tmp (n entries). */
+static int iov_sub(const struct iovec *iov, int n, size_t off, size_t max, struct iovec *tmp)
+{
+	int k = 0;
+	for (int i = 0; i < n && max; i++) {
+		if (off >= iov[i].iov_len) {
+			off -= iov[i].iov_len;
+			continue;
+		}
+		size_t c = iov[i].iov_len - off;
+		if (c > max)
+			c = max;
+		tmp[k].iov_base = (uint8_t *)iov[i].iov_base + off;
+		tmp[k++].iov_len = c;
+		max -= c;
+		off = 0;
+	}
+	return k;
+}
+
+static int64_t deadline_of(struct zsock *z, int flags, bool rx)
+{
+	if ((flags & MSG_DONTWAIT) || atomic_load_explicit(&z->nonblock, memory_order_relaxed))
+		return 0;
+	int64_t t = rx ? z->rcvtimeo_us : z->sndtimeo_us;
+	return t > 0 ? zl_now_us() + t : ZL_NEVER;
+}
+
+/* From the kernel stream, up to max bytes: >0, 0 (its end), -1 (errno). */
+static ssize_t rx_kernel(struct zsock *z, const struct iovec *iov, int n, size_t off,
+			 uint64_t max, int flags)
+{
+	struct iovec tmp[64];
+	int k = iov_sub(iov, n > 64 ? 64 : n, off, max > SIZE_MAX ? SIZE_MAX : (size_t)max, tmp);
+	struct msghdr m = { .msg_iov = tmp, .msg_iovlen = (size_t)k };
+	ssize_t r = zp_real.recvmsg(z->fd, &m, (flags & MSG_PEEK) | MSG_DONTWAIT);
+	if (r <= 0)
+		return r;
+	uint64_t left;
+	if (!rx_on_kernel(z, &left)) /* switched meanwhile, with all kbytes read */
+		left = 0;
+	if ((uint64_t)r > left) /* past kbytes: wake-ups, not data */
+		r = (ssize_t)left;
+	if (!(flags & MSG_PEEK))
+		z->rx_k += (uint64_t)r;
+	return r;
+}
+
+ssize_t zp_recv(struct zsock *z, const struct iovec *iov, int n, int flags)
+{
+	size_t total = 0, got = 0;
+	for (int i = 0; i < n; i++)
+		total += iov[i].iov_len;
+	if (!total)
+		return 0;
+	int64_t deadline = deadline_of(z, flags, true);
+	bool all = (flags & MSG_WAITALL) && !(flags & MSG_PEEK);
+	if (z->rd_shut)
+		return 0;
+	for (;;) {
+		zp_poll_join(z);
+		if (atomic_load_explicit(&z->sh->reset[1 - z->side], memory_order_acquire)) {
+			if (z->reset_told)
+				return (ssize_t)got;
+			z->reset_told = true;
+			errno = ECONNRESET;
+			return got ? (ssize_t)got : -1;
+		}
+		uint64_t left;
+		if (rx_on_kernel(z, &left)) {
+			ssize_t r = rx_kernel(z, iov, n, got, left < total - got ? left : total - got,
+					      flags);
+			if (r > 0) {
+				got += (size_t)r;
+				if (!all || got == total)
+					return (ssize_t)got;
+				continue;
+			}
+			if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+				return got ? (ssize_t)got : -1;
+			if (r == 0) {
+				if (!atomic_load_explicit(&z->rx->state, memory_order_acquire))
+					return (ssize_t)got; /* the end, before any switch */
+				atomic_store(&z->peer_eof, true);
+			}
+		}
+		if (!rx_on_kernel(z, &left)) {
+			int64_t a = rx_avail(z);
+			if (a < 0) {
+				errno = ECONNRESET;
+				return -1;
+			}
+			if (a > 0) {
+				size_t c = (size_t)a < total - got ? (size_t)a : total - got;
+				uint64_t h = atomic_load_explicit(&z->rx->head, memory_order_relaxed);
+				ring_copy(z->rxr, z->size, h, iov, n, got, c, false);
+				got += c;
+				if (flags & MSG_PEEK)
+					return (ssize_t)got;
+				atomic_store_explicit(&z->rx->head, h + c, memory_order_release);
+				NOTIFY_TX(z);
+				if (!all || got == total)
+					return (ssize_t)got;
+				continue;
+			}
+			if (atomic_load_explicit(&z->rx->closed, memory_order_acquire) ||
+			    atomic_load(&z->peer_eof)) {
+				if (rx_avail(z) > 0)
+					continue; /* written before the end */
+				return (ssize_t)got;
+			}
+		}
+		if (got && !all)
+			return (ssize_t)got;
+		int r = deadline ? zp_wait_one(z, POLLIN, deadline) : -EAGAIN;
+		if (r) {
+			errno = r == -ETIMEDOUT ? EAGAIN : -r;
+			return got ? (ssize_t)got : -1;
+		}
+	}
+}
+
+/* ---- sending ------------------------------------------------------------- */
+
+static ssize_t epipe(int flags)
+{
+	if (!(flags & MSG_NOSIGNAL))
+		pthread_kill(pthread_self(), SIGPIPE);
+	errno = EPIPE;
+	return -1;
+}
+
+ssize_t zp_send(struct zsock *z, const struct iovec *iov, int n, int flags)
+{
+	size_t total = 0, sent = 0;
+	for (int i = 0; i < n; i++)
+		total += iov[i].iov_len;
+	if (z->wr_shut)
+		return epipe(flags);
+	int64_t deadline = deadline_of(z, flags, false);
+	for (;;) {
+		zp_poll_join(z);
+		if (atomic_load_explicit(&z->sh->reset[1 - z->side], memory_order_acquire)) {
+			errno = ECONNRESET;
+			return sent ? (ssize_t)sent : -1;
+		}
+		if (!atomic_load_explicit(&z->tx_ring, memory_order_acquire)) {
+			/* before our switch: the kernel stream, counted exactly */
+			pthread_mutex_lock(&z->lock);
+			if (atomic_load_explicit(&z->tx_ring, memory_order_relaxed)) {
+				pthread_mutex_unlock(&z->lock);
+				continue;
+			}
+			struct iovec tmp[64];
+			int k = iov_sub(iov, n > 64 ? 64 : n, sent, total - sent, tmp);
+			struct msghdr m = { .msg_iov = tmp, .msg_iovlen = (size_t)k };
+			ssize_t r = zp_real.sendmsg(z->fd, &m, flags | MSG_DONTWAIT);
+			if (r > 0)
+				z->tx_k += (uint64_t)r;
+			pthread_mutex_unlock(&z->lock);
+			if (r > 0)
+				sent += (size_t)r;
+			else if (errno != EAGAIN && errno != EWOULDBLOCK)
+				return sent ? (ssize_t)sent : -1;
+		} else {
+			if (!(++z->sends & 63)) { /* notice a peer that died, now and then */
+				int64_t now = zl_now_us();
+				if (now >= z->next_look) {
+					z->next_look = now + 10000;
+					zp_drain(z);
+				}
+			}
+			if (peer_gone(z)) {
+				ZL_LOG(ZL_LOG_DEBUG, "preload: fd %d: the peer is gone (%s)", z->fd,
+				       atomic_load(&z->sh->gone[1 - z->side]) ? "closed" : "kernel EOF");
+				return sent ? (ssize_t)sent : epipe(flags);
+			}
+			int64_t room = tx_room(z);
+			if (room < 0) {
+				errno = ECONNRESET;
+				return sent ? (ssize_t)sent : -1;
+			}
+			if (room > 0 && sent < total) {
+				size_t c = (size_t)room < total - sent ? (size_t)room : total - sent;
+				uint64_t t = atomic_load_explicit(&z->tx->tail, memory_order_relaxed);
+				ring_copy(z->txr, z->size, t, iov, n, sent, c, true);
+				atomic_store_explicit(&z->tx->tail, t + c, memory_order_release);
+				NOTIFY_RX(z);
+				sent += c;
+			}
+		}
+		if (sent == total || (sent && !deadline))
+			return (ssize_t)sent;
+		int r = deadline ? zp_wait_one(z, POLLOUT, deadline) : -EAGAIN;
+		if (r == -EPIPE) {
+			ZL_LOG(ZL_LOG_DEBUG, "preload: fd %d: the peer died with our ring full", z->fd);
+			return sent ? (ssize_t)sent : epipe(flags);
+		}
+		if (r) {
+			errno = r == -ETIMEDOUT ? EAGAIN : -r;
+			return sent ? (ssize_t)sent : -1;
+		}
+	}
+}
+
+/* Once our sends use the ring, the kernel socket stays open both ways: it
+ * carries the wake-ups, also those the peer needs after our SHUT_WR. */
+int zp_shutdown(struct zsock *z, int how)
+{
+	if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR) {
+		errno = EINVAL;
+		return -1;
+	}
+	zp_poll_join(z);
+	pthread_mutex_lock(&z->lock);
+	bool ring = atomic_load(&z->tx_ring);
+	if (how != SHUT_RD) {
+		z->wr_shut = true;
+		atomic_store_explicit(&z->tx->closed, 1, memory_order_release);
+		NOTIFY_RX(z);
+	}
+	if (how != SHUT_WR)
+		z->rd_shut = true;
+	pthread_mutex_unlock(&z->lock);
+	if (how == SHUT_RD || ring)
+		return zp_real.fcntl(z->fd, F_GETFD) < 0 ? -1 : 0; /* EBADF as the kernel */
+	return zp_real.shutdown(z->fd, SHUT_WR);
+}
+
+size_t zp_tx_room(struct zsock *z)
+{
+	zp_poll_join(z);
+	if (!atomic_load_explicit(&z->tx_ring, memory_order_acquire))
+		return SIZE_MAX;
+	int64_t r = tx_room(z);
+	return r > 0 ? (size_t)r : 0;
+}
+
+int zp_fionread(struct zsock *z)
+{
+	uint64_t left;
+	int k = 0;
+	if (rx_on_kernel(z, &left)) {
+		if (zp_real.ioctl(z->fd, FIONREAD, &k) || k < 0)
+			k = 0;
+		if ((uint64_t)k > left)
+			k = (int)left;
+		if (left != UINT64_MAX || k)
+			return k;
+	}
+	int64_t a = rx_avail(z);
+	return a > 0 ? (int)(a > INT32_MAX ? INT32_MAX : a) : 0;
+}
+
+/* ---- readiness ----------------------------------------------------------- */
+
+short zp_ready(struct zsock *z, short events)
+{
+	short r = 0;
+	uint64_t left;
+	zp_poll_join(z);
+	if (!rx_on_kernel(z, &left)) {
+		bool end = atomic_load_explicit(&z->rx->closed, memory_order_acquire) ||
+			   atomic_load(&z->peer_eof);
+		if (rx_avail(z) != 0 || end)
+			r |= POLLIN | (end ? POLLRDHUP : 0);
+	}
+	if (z->rd_shut)
+		r |= POLLIN | POLLRDHUP;
+	bool end = atomic_load_explicit(&z->rx->closed, memory_order_acquire) ||
+		   atomic_load(&z->peer_eof);
+	if (end && (z->wr_shut || (z->is_unix && peer_gone(z))))
+		r |= POLLHUP; /* both ways shut, as the kernel says */
+	if (atomic_load_explicit(&z->tx_ring, memory_order_acquire)) {
+		if (atomic_load_explicit(&z->sh->reset[1 - z->side], memory_order_acquire))
+			r |= POLLOUT | POLLERR | POLLHUP;
+		else if (peer_gone(z))
+			r |= POLLOUT;
+		else if (tx_room(z) != 0)
+			r |= POLLOUT;
+	}
+	return (short)(r & (events | POLLERR | POLLHUP));
+}
+
+int zp_arm(struct zsock *z, short events, short *armed)
+{
+	*armed = 0;
+	int crowded = atomic_fetch_add(&z->users, 1) ? ZP_CROWDED : 0;
+	if (events & POLLIN) {
+		atomic_store_explicit(&z->rx->rx_kick, 0, memory_order_relaxed);
+		atomic_fetch_add_explicit(&z->rx->rx_sleeping, 1, memory_order_relaxed);
+		*armed |= POLLIN;
+	}
+	if ((events & POLLOUT) && atomic_load_explicit(&z->tx_ring, memory_order_acquire)) {
+		atomic_store_explicit(&z->tx->tx_kick, 0, memory_order_relaxed);
+		atomic_fetch_add_explicit(&z->tx->tx_sleeping, 1, memory_order_relaxed);
+		*armed |= POLLOUT;
+	}
+	atomic_thread_fence(memory_order_seq_cst);
+	/* a client not joined yet: the server's join wakes us too (POLLIN) */
+	return (zp_ready(z, events) ? ZP_READY : 0) | crowded;
+}
+
+void zp_disarm(struct zsock *z, short armed)
+{
+	if (armed & POLLIN)
+		atomic_fetch_sub_explicit(&z->rx->rx_sleeping, 1, memory_order_relaxed);
+	if (armed & POLLOUT)
+		atomic_fetch_sub_explicit(&z->tx->tx_sleeping, 1, memory_order_relaxed);
+	atomic_fetch_sub(&z->users, 1);
+}
+
+void zp_drain(struct zsock *z)
+{
+	uint64_t left;
+	if (rx_on_kernel(z, &left))
+		return; /* what is there is data */
+	if (atomic_load(&z->users) > 0)
+		return; /* others of ours sleep on it: the wake-up may be theirs */
+	char buf[256];
+	for (int i = 0; i < 64; i++) {
+		ssize_t r = zp_real.recv(z->fd, buf, sizeof(buf), MSG_DONTWAIT);
+		if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+			atomic_store(&z->peer_eof, true);
+			return;
+		}
+		if (r < (ssize_t)sizeof(buf))
+			return;
+	}
+}
+
+/* ---- exec ------------------------------------------------------------------ */
+
+/*
+ * A switched socket without FD_CLOEXEC survives exec only if the new image
+ * runs the preload too: its state (and the memfd, inherited for this) is
+ * passed in ZL_PRELOAD_FDS, and the new image maps the rings again. For an
+ * image without the preload (keep false) such an fd is replaced by an
+ * epoll fd, on which every read and write fails with EINVAL: an error,
+ * never the wake-up bytes as data.
+ */
+static struct {
+	int fd, saved, mem;
+} undo[256];
+static int nundo;
+
+char *zp_exec_state(bool keep)
+{
+	size_t cap = 64, len = 0;
+	char *s = NULL;
+	nundo = 0;
+	for (int fd = 0; fd < atomic_load(&table_hi) && nundo < 256; fd++) {
+		struct zsock *z = zp_get(fd);
+		int fl = z ? zp_real.fcntl(fd, F_GETFD) : -1;
+		if (!z || fl < 0 || (fl & FD_CLOEXEC))
+			continue;
+		undo[nundo] = (typeof(undo[0])){ fd, -1, -1 };
+		if (!keep) {
+			int ep = epoll_create1(0);
+			undo[nundo].saved = zp_real.fcntl(fd, F_DUPFD_CLOEXEC, 512);
+			if (ep >= 0 && undo[nundo].saved >= 0)
+				zp_real.dup3(ep, fd, 0);
+			if (ep >= 0)
+				zp_real.close(ep);
+			nundo++;
+			continue;
+		}
+		if (z->mem < 0 || zp_real.fcntl(z->mem, F_SETFD, 0))
+			continue;
+		undo[nundo++].mem = z->mem;
+		if (!s && !(s = malloc(cap)))
+			return NULL;
+		if (!len)
+			len = (size_t)sprintf(s, "ZL_PRELOAD_FDS=");
+		char e[160];
+		int n = snprintf(e, sizeof(e), "%d:%d:%d:%u:%llu:%llu:%d:%d;", fd, z->mem, z->side,
+				 z->size, (unsigned long long)z->rx_k, (unsigned long long)z->tx_k,
+				 (int)atomic_load(&z->tx_ring), (int)z->wr_shut);
+		if (len + (size_t)n + 1 > cap) {
+			char *t = realloc(s, cap = (len + (size_t)n + 1) * 2);
+			if (!t)
+				break;
+			s = t;
+		}
+		memcpy(s + len, e, (size_t)n + 1);
+		len += (size_t)n;
+	}
+	return s;
+}
+
+void zp_exec_failed(void)
+{
+	for (int i = 0; i < nundo; i++) {
+		if (undo[i].mem >= 0)
+			zp_real.fcntl(undo[i].mem, F_SETFD, FD_CLOEXEC);
+		if (undo[i].saved >= 0) {
+			zp_real.dup3(undo[i].saved, undo[i].fd, 0);
+			zp_real.close(undo[i].saved);
+		}
+	}
+	nundo = 0;
+}
+
+void zp_exec_adopt(const char *st)
+{
+	while (st && *st) {
+		int fd, mem, side, tx_ring, wr_shut;
+		unsigned ring;
+		unsigned long long rx_k, tx_k;
+		if (sscanf(st, "%d:%d:%d:%u:%llu:%llu:%d:%d;", &fd, &mem, &side, &ring, &rx_k, &tx_k,
+			   &tx_ring, &wr_shut) != 8)
+			break;
+		st = strchr(st, ';');
+		st = st ? st + 1 : NULL;
+		struct zsock *z = side == 0 || side == 1 ? zp_map(mem, ring, side) : NULL;
+		if (!z) {
+			ZL_LOG(ZL_LOG_ERROR, "preload: cannot adopt switched fd %d after exec", fd);
+			continue;
+		}
+		z->fd = fd;
+		int dom = 0;
+		socklen_t dl = sizeof(dom);
+		z->is_unix = !getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &dom, &dl) && dom == AF_UNIX;
+		z->mem = zp_real.fcntl(mem, F_DUPFD_CLOEXEC, 512);
+		zp_real.close(mem);
+		z->rx_k = rx_k;
+		z->tx_k = tx_k;
+		atomic_store(&z->tx_ring, tx_ring != 0);
+		z->wr_shut = wr_shut != 0;
+		atomic_store(&z->nonblock, (zp_real.fcntl(fd, F_GETFL) & O_NONBLOCK) != 0);
+		zp_set(fd, z);
+	}
+}

@@ -1,0 +1,546 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * poll, select and epoll over sets that mix switched sockets and kernel
+ * fds. A switched socket's readiness is in shared memory: it is looked at
+ * first, then, when nothing is ready, looked at again for zp_spin_us, then
+ * every switched socket is armed (its peer will send a wake-up byte) and
+ * the kernel wait sleeps on all fds, switched sockets asked for POLLIN
+ * only (their kernel side is always writable; room is the ring's). What the
+ * kernel reports for a switched socket is translated: wake-ups are drained
+ * and the socket's own state is reported.
+ *
+ * epoll: every registration goes through us and carries the fd as its
+ * kernel data (the program's data is kept per (set, fd)), so that events
+ * can be translated. Level-triggered is the default as in the kernel; a
+ * switched socket's EPOLLET reports input only when new bytes came since
+ * the last report, output only when room came since; EPOLLONESHOT turns
+ * the registration off until EPOLL_CTL_MOD, as in the kernel.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "preload.h"
+
+/* ---- poll ------------------------------------------------------------ */
+
+/* Events to ask the kernel for on a switched socket. */
+static short kernel_events(struct zsock *z, short want)
+{
+	short k = atomic_load(&z->peer_eof) ? 0 : POLLIN | POLLRDHUP;
+	if (!atomic_load_explicit(&z->tx_ring, memory_order_acquire))
+		k |= want & POLLOUT;
+	return k;
+}
+
+/* A switched socket's events after the kernel reported krev for it. */
+static short merged(struct zsock *z, short want, short krev)
+{
+	if (krev & (POLLIN | POLLRDHUP | POLLHUP | POLLERR))
+		zp_drain(z); /* reads only wake-ups; data stays */
+	short r = zp_ready(z, (short)(want | POLLRDHUP));
+	uint64_t k = atomic_load_explicit(&z->rx->kbytes, memory_order_relaxed);
+	bool rx_kernel = !atomic_load_explicit(&z->rx->state, memory_order_acquire) ||
+			 z->rx_k < k;
+	if (rx_kernel)
+		r |= krev & (POLLIN | POLLRDHUP);
+	if (!atomic_load_explicit(&z->tx_ring, memory_order_acquire))
+		r |= krev & POLLOUT;
+	r |= krev & (POLLERR | POLLHUP);
+	return (short)(r & (want | POLLERR | POLLHUP));
+}
+
+static void spin_until(int64_t end, bool (*ready)(void *), void *arg)
+{
+	while (zl_now_us() < end) {
+		for (int i = 0; i < 64; i++)
+			zl_cpu_relax();
+		if (ready(arg))
+			return;
+	}
+}
+
+struct pollset {
+	struct pollfd *fds;
+	struct zsock **z;
+	nfds_t n;
+};
+
+static int scan_poll(struct pollset *s)
+{
+	int ready = 0;
+	for (nfds_t i = 0; i < s->n; i++) {
+		s->fds[i].revents = 0;
+		if (s->z[i] && (s->fds[i].revents = zp_ready(s->z[i], s->fds[i].events)))
+			ready++;
+	}
+	return ready;
+}
+
+static bool poll_ready(void *arg) { return scan_poll(arg) > 0; }
+
+int zp_poll(struct pollfd *fds, nfds_t n, int64_t timeout_us, const sigset_t *mask)
+{
+	struct zsock *zs[64], **z = n <= 64 ? zs : calloc(n, sizeof(*z));
+	struct pollfd kb[64], *k = n <= 64 ? kb : calloc(n, sizeof(*k));
+	short ab[64], *armed = n <= 64 ? ab : calloc(n, sizeof(*armed));
+	int rc = -1;
+	if (!z || !k || !armed) {
+		errno = ENOMEM;
+		goto out;
+	}
+	bool any = false;
+	for (nfds_t i = 0; i < n; i++)
+		any |= (z[i] = fds[i].fd >= 0 ? zp_get(fds[i].fd) : NULL) != NULL;
+	struct pollset s = { fds, z, n };
+	int64_t deadline = timeout_us < 0 ? ZL_NEVER : zl_now_us() + timeout_us;
+	for (;;) {
+		int ready = any ? scan_poll(&s) : 0;
+		if (!ready && any && deadline > zl_now_us()) {
+			int64_t end = zl_now_us() + zp_spin_us;
+			spin_until(end < deadline ? end : deadline, poll_ready, &s);
+			ready = scan_poll(&s);
+		}
+		bool arm = !ready && deadline > zl_now_us(), crowded = false;
+		for (nfds_t i = 0; i < n; i++) {
+			k[i] = fds[i];
+			k[i].revents = 0;
+			armed[i] = -1;
+			if (!z[i])
+				continue;
+			k[i].events = kernel_events(z[i], fds[i].events);
+			if (!arm)
+				continue;
+			int a = zp_arm(z[i], (short)(fds[i].events | POLLIN), &armed[i]);
+			ready |= a & ZP_READY;
+			if (a & ZP_CROWDED) {
+				crowded = true;
+				k[i].events &= (short)~(POLLIN | POLLRDHUP);
+			}
+		}
+		struct timespec ts = { 0, 0 }, *tp = &ts;
+		int64_t left = deadline == ZL_NEVER ? INT64_MAX : deadline - zl_now_us();
+		if (crowded && left > 1000)
+			left = 1000;
+		if (!ready && left == INT64_MAX) {
+			tp = NULL;
+		} else if (!ready) {
+			left = left < 0 ? 0 : left;
+			ts.tv_sec = left / 1000000;
+			ts.tv_nsec = left % 1000000 * 1000;
+		}
+		int r = zp_real.ppoll(k, n, tp, mask);
+		for (nfds_t i = 0; i < n; i++)
+			if (z[i] && armed[i] >= 0)
+				zp_disarm(z[i], armed[i]);
+		if (r < 0)
+			goto out;
+		int count = 0;
+		for (nfds_t i = 0; i < n; i++) {
+			fds[i].revents = z[i] ? merged(z[i], fds[i].events, k[i].revents) : k[i].revents;
+			count += fds[i].revents != 0;
+		}
+		if (count || (deadline != ZL_NEVER && zl_now_us() >= deadline)) {
+			rc = count;
+			goto out;
+		}
+	}
+out:
+	if (z != zs)
+		free(z);
+	if (k != kb)
+		free(k);
+	if (armed != ab)
+		free(armed);
+	return rc;
+}
+
+/* ---- epoll ------------------------------------------------------------ */
+
+struct reg {
+	bool used, off;  /* off: EPOLLONESHOT fired */
+	bool zsock;
+	uint32_t events; /* the program's */
+	uint32_t kev;    /* registered with the kernel */
+	epoll_data_t data;
+	uint64_t seen_tail, seen_head; /* EPOLLET: at the last report */
+	bool seen_eof, seen_out;
+};
+
+struct epset {
+	pthread_mutex_t lock;
+	struct reg *r;   /* by fd */
+	int cap;
+	int *zfd;        /* the switched sockets in the set */
+	int nz, zcap;
+};
+
+#define MAX_EP 65536
+static struct epset *sets[MAX_EP];
+static pthread_mutex_t sets_lock = PTHREAD_MUTEX_INITIALIZER;
+static int live[1024]; /* the epoll fds with a set, for close and switches */
+static _Atomic int nlive;
+
+static struct epset *set_get(int ep, bool make)
+{
+	if (ep < 0 || ep >= MAX_EP)
+		return NULL;
+	struct epset *s = __atomic_load_n(&sets[ep], __ATOMIC_ACQUIRE);
+	if (s || !make)
+		return s;
+	pthread_mutex_lock(&sets_lock);
+	if (!(s = sets[ep]) && nlive < (int)(sizeof(live) / sizeof(live[0])) &&
+	    (s = calloc(1, sizeof(*s)))) {
+		pthread_mutex_init(&s->lock, NULL);
+		__atomic_store_n(&sets[ep], s, __ATOMIC_RELEASE);
+		live[nlive] = ep;
+		atomic_fetch_add(&nlive, 1);
+	}
+	pthread_mutex_unlock(&sets_lock);
+	return s;
+}
+
+void zp_epoll_close(int fd)
+{
+	if (!atomic_load(&nlive))
+		return;
+	pthread_mutex_lock(&sets_lock);
+	struct epset *s = set_get(fd, false);
+	if (s) {
+		__atomic_store_n(&sets[fd], NULL, __ATOMIC_RELEASE);
+		for (int i = 0; i < nlive; i++)
+			if (live[i] == fd)
+				live[i] = live[--nlive];
+		free(s->r);
+		free(s->zfd);
+		pthread_mutex_destroy(&s->lock);
+		free(s);
+	}
+	/* fd leaves every set it was in (the kernel drops it on its last close) */
+	for (int i = 0; i < nlive; i++) {
+		struct epset *e = sets[live[i]];
+		pthread_mutex_lock(&e->lock);
+		if (fd < e->cap && e->r[fd].used) {
+			e->r[fd].used = false;
+			for (int j = 0; j < e->nz; j++)
+				if (e->zfd[j] == fd)
+					e->zfd[j] = e->zfd[--e->nz];
+		}
+		pthread_mutex_unlock(&e->lock);
+	}
+	pthread_mutex_unlock(&sets_lock);
+}
+
+static uint32_t kev_of(const struct reg *g, struct zsock *z)
+{
+	if (!z)
+		return g->events;
+	return (uint32_t)kernel_events(z, (short)g->events);
+}
+
+static int grow(struct epset *s, int fd)
+{
+	if (fd < s->cap)
+		return 0;
+	int cap = s->cap ? s->cap : 64;
+	while (cap <= fd)
+		cap *= 2;
+	struct reg *r = realloc(s->r, (size_t)cap * sizeof(*r));
+	if (!r)
+		return -1;
+	memset(r + s->cap, 0, (size_t)(cap - s->cap) * sizeof(*r));
+	s->r = r;
+	s->cap = cap;
+	return 0;
+}
+
+int zp_epoll_ctl(int ep, int op, int fd, struct epoll_event *ev)
+{
+	struct epset *s = set_get(ep, true);
+	if (!s || fd < 0 || (op != EPOLL_CTL_DEL && !ev))
+		return zp_real.epoll_ctl(ep, op, fd, ev);
+	pthread_mutex_lock(&s->lock);
+	int rc = -1;
+	if (grow(s, fd)) {
+		errno = ENOMEM;
+		goto out;
+	}
+	struct reg *g = &s->r[fd];
+	struct zsock *z = zp_get(fd);
+	if (op == EPOLL_CTL_DEL) {
+		rc = zp_real.epoll_ctl(ep, op, fd, ev);
+		if (!rc || errno == EBADF || errno == ENOENT) {
+			if (g->used && g->zsock)
+				for (int j = 0; j < s->nz; j++)
+					if (s->zfd[j] == fd)
+						s->zfd[j] = s->zfd[--s->nz];
+			g->used = false;
+		}
+		goto out;
+	}
+	struct reg n = { .used = true, .zsock = z != NULL, .events = ev->events, .data = ev->data };
+	n.kev = kev_of(&n, z);
+	struct epoll_event k = { .events = n.kev, .data.u64 = (uint64_t)fd };
+	if (z && (ev->events & EPOLLEXCLUSIVE))
+		k.events |= EPOLLEXCLUSIVE;
+	rc = zp_real.epoll_ctl(ep, op, fd, &k);
+	if (rc)
+		goto out;
+	bool was = g->used && g->zsock;
+	*g = n;
+	if (z && !was) {
+		if (s->nz == s->zcap) {
+			int c = s->zcap ? s->zcap * 2 : 16;
+			int *p = realloc(s->zfd, (size_t)c * sizeof(*p));
+			if (!p) {
+				zp_real.epoll_ctl(ep, EPOLL_CTL_DEL, fd, NULL);
+				g->used = false;
+				errno = ENOMEM;
+				rc = -1;
+				goto out;
+			}
+			s->zfd = p;
+			s->zcap = c;
+		}
+		s->zfd[s->nz++] = fd;
+	}
+out:
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+/* The kernel registration follows the socket (our switch, its end); each
+ * epoll_wait refreshes it before sleeping. */
+static void refresh(int ep, struct epset *s, int fd, struct zsock *z, bool crowded)
+{
+	struct reg *g = &s->r[fd];
+	uint32_t kev = kev_of(g, z);
+	if (crowded) /* another thread's wake-ups stay unread: do not spin on them */
+		kev &= ~(uint32_t)(EPOLLIN | EPOLLRDHUP);
+	if (kev == g->kev)
+		return;
+	struct epoll_event k = { .events = kev, .data.u64 = (uint64_t)fd };
+	if (!zp_real.epoll_ctl(ep, EPOLL_CTL_MOD, fd, &k))
+		g->kev = kev;
+}
+
+/* Report a switched socket's events r for registration g, as EPOLLET and
+ * EPOLLONESHOT say; 1 if reported. */
+static int report(struct reg *g, struct zsock *z, uint32_t r, struct epoll_event *out)
+{
+	r &= g->events | EPOLLERR | EPOLLHUP;
+	if (!r || g->off)
+		return 0;
+	if (g->events & EPOLLET) { /* only what is new since the last report */
+		uint64_t t = atomic_load_explicit(&z->rx->tail, memory_order_relaxed);
+		uint64_t h = atomic_load_explicit(&z->tx->head, memory_order_relaxed);
+		bool eof = (r & EPOLLRDHUP) != 0;
+		if ((r & EPOLLIN) && t == g->seen_tail && (!eof || g->seen_eof))
+			r &= ~(uint32_t)(EPOLLIN | EPOLLRDHUP);
+		if ((r & EPOLLOUT) && h == g->seen_head && g->seen_out)
+			r &= ~(uint32_t)EPOLLOUT;
+		if (!r)
+			return 0;
+		g->seen_tail = t;
+		g->seen_head = h;
+		g->seen_eof |= eof;
+		g->seen_out = (r & EPOLLOUT) != 0;
+	}
+	if (g->events & EPOLLONESHOT)
+		g->off = true;
+	out->events = r;
+	out->data = g->data;
+	return 1;
+}
+
+static int scan_ep(struct epset *s, struct epoll_event *evs, int max, bool *hit)
+{
+	int n = 0;
+	for (int j = 0; j < s->nz && n < max; j++) {
+		int fd = s->zfd[j];
+		struct zsock *z = zp_get(fd);
+		if (!z)
+			continue;
+		short r = zp_ready(z, (short)(s->r[fd].events | POLLRDHUP));
+		if (r && report(&s->r[fd], z, (uint32_t)r, &evs[n])) {
+			hit[j] = true;
+			n++;
+		}
+	}
+	return n;
+}
+
+struct armed {
+	struct zsock *z;
+	short ev;
+};
+
+struct epscan {
+	struct epset *s;
+};
+
+static bool ep_ready(void *arg)
+{
+	struct epset *s = ((struct epscan *)arg)->s;
+	for (int j = 0; j < s->nz; j++) {
+		struct zsock *z = zp_get(s->zfd[j]);
+		if (z && !s->r[s->zfd[j]].off &&
+		    zp_ready(z, (short)(s->r[s->zfd[j]].events | POLLRDHUP)))
+			return true;
+	}
+	return false;
+}
+
+int zp_epoll_wait(int ep, struct epoll_event *evs, int max, int timeout_ms,
+		  const sigset_t *mask)
+{
+	struct epset *s = set_get(ep, false);
+	if (!s || max <= 0)
+		return zp_real.epoll_pwait(ep, evs, max, timeout_ms, mask);
+	int64_t deadline = timeout_ms < 0 ? ZL_NEVER : zl_now_us() + (int64_t)timeout_ms * 1000;
+	for (;;) {
+		pthread_mutex_lock(&s->lock);
+		bool hb[256], *hit = s->nz <= 256 ? hb : calloc((size_t)s->nz, 1);
+		if (!hit) {
+			pthread_mutex_unlock(&s->lock);
+			errno = ENOMEM;
+			return -1;
+		}
+		memset(hit, 0, s->nz <= 256 ? sizeof(hb) : (size_t)s->nz);
+		int n = scan_ep(s, evs, max, hit);
+		bool any = s->nz > 0;
+		pthread_mutex_unlock(&s->lock);
+		if (!n && any && deadline > zl_now_us()) {
+			int64_t end = zl_now_us() + zp_spin_us;
+			struct epscan a = { s };
+			spin_until(end < deadline ? end : deadline, ep_ready, &a);
+			pthread_mutex_lock(&s->lock);
+			n = scan_ep(s, evs, max, hit);
+			pthread_mutex_unlock(&s->lock);
+		}
+		/* arm, then sleep in the kernel */
+		pthread_mutex_lock(&s->lock);
+		bool sleep = !n && deadline > zl_now_us(), crowded = false;
+		struct armed ab[256], *am = s->nz <= 256 ? ab : calloc((size_t)s->nz, sizeof(*am));
+		int na = 0;
+		for (int j = 0; j < s->nz && am; j++) {
+			int fd = s->zfd[j];
+			struct zsock *z = zp_get(fd);
+			if (!z)
+				continue;
+			if (!sleep || s->r[fd].off) {
+				refresh(ep, s, fd, z, false);
+				continue;
+			}
+			short ev = (short)((s->r[fd].events & (EPOLLIN | EPOLLOUT)) | POLLIN);
+			int a = zp_arm(z, ev, &am[na].ev);
+			am[na++].z = z;
+			sleep = !(a & ZP_READY);
+			crowded |= (a & ZP_CROWDED) != 0;
+			refresh(ep, s, fd, z, (a & ZP_CROWDED) != 0);
+		}
+		pthread_mutex_unlock(&s->lock);
+		if (!n && !sleep) { /* ready meanwhile */
+			pthread_mutex_lock(&s->lock);
+			n = scan_ep(s, evs, max, hit);
+			pthread_mutex_unlock(&s->lock);
+		}
+		int ms = n || !sleep ? 0 : zl_poll_ms(deadline);
+		if (crowded && (ms < 0 || ms > 1))
+			ms = 1; /* another sleeper's drain may take our wake-up */
+		struct epoll_event kev[256];
+		int room = max - n < 256 ? max - n : 256;
+		int k = room > 0 ? zp_real.epoll_pwait(ep, kev, room, ms, mask) : 0;
+		int err = errno;
+		for (int j = 0; j < na; j++)
+			zp_disarm(am[j].z, am[j].ev);
+		if (am != ab)
+			free(am);
+		pthread_mutex_lock(&s->lock);
+		for (int i = 0; i < k; i++) {
+			int fd = (int)kev[i].data.u64;
+			if (fd < 0 || fd >= s->cap || !s->r[fd].used)
+				continue; /* gone since */
+			struct reg *g = &s->r[fd];
+			struct zsock *z = g->zsock ? zp_get(fd) : NULL;
+			if (!z) {
+				if (g->off)
+					continue;
+				if (g->events & EPOLLONESHOT)
+					g->off = true;
+				evs[n].events = kev[i].events;
+				evs[n++].data = g->data;
+				continue;
+			}
+			bool dup = false;
+			for (int j = 0; j < s->nz; j++)
+				if (s->zfd[j] == fd && hit[j])
+					dup = true;
+			short r = merged(z, (short)(g->events | POLLRDHUP), (short)kev[i].events);
+			if (!dup && r && report(g, z, (uint32_t)r, &evs[n]))
+				n++;
+		}
+		pthread_mutex_unlock(&s->lock);
+		if (hit != hb)
+			free(hit);
+		if (k < 0 && err != EINTR) {
+			errno = err;
+			return n ? n : -1;
+		}
+		if (k < 0) {
+			errno = EINTR;
+			return n ? n : -1;
+		}
+		if (n || (deadline != ZL_NEVER && zl_now_us() >= deadline))
+			return n;
+	}
+}
+
+/* ---- one socket ------------------------------------------------------- */
+
+int zp_wait_one(struct zsock *z, short events, int64_t deadline)
+{
+	int64_t end = zl_now_us() + zp_spin_us;
+	if (end > deadline)
+		end = deadline;
+	while (zl_now_us() < end) {
+		if (zp_ready(z, events))
+			return 0;
+		for (int i = 0; i < 64; i++)
+			zl_cpu_relax();
+	}
+	for (;;) {
+		short armed;
+		int a = zp_arm(z, (short)(events | POLLIN), &armed);
+		if (a & ZP_READY) {
+			zp_disarm(z, armed);
+			return 0;
+		}
+		bool eof = atomic_load(&z->peer_eof);
+		struct pollfd p = { .fd = z->fd, .events = kernel_events(z, events) };
+		int ms = zl_poll_ms(deadline);
+		if (a & ZP_CROWDED) /* another thread's wake-ups stay unread */
+			p.events &= (short)~(POLLIN | POLLRDHUP);
+		/* no wake-ups come after the kernel stream's end, nor to a crowd */
+		if ((eof || (a & ZP_CROWDED)) && (ms < 0 || ms > 1))
+			ms = 1;
+		int r = zp_real.poll(&p, 1, ms);
+		zp_disarm(z, armed);
+		if (r < 0)
+			return errno == EINTR ? -EINTR : -errno;
+		if (r > 0) {
+			if (p.revents & (POLLIN | POLLRDHUP | POLLHUP | POLLERR))
+				zp_drain(z);
+			if ((events & POLLOUT) && (p.revents & (POLLERR | POLLHUP)) &&
+			    atomic_load_explicit(&z->tx_ring, memory_order_acquire) &&
+			    !zp_ready(z, POLLOUT))
+				return -EPIPE; /* the peer died with our ring full */
+			return 0;
+		}
+		if (deadline != ZL_NEVER && zl_now_us() >= deadline)
+			return -ETIMEDOUT;
+		if (zp_ready(z, events))
+			return 0;
+	}
+}
