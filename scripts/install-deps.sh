@@ -24,6 +24,8 @@ PKGS=(
 	gnuplot-nox ucx-utils sockperf redis-server memcached
 	# UCX as a method of `zl-bench blocks`, in the same run as zipline
 	libucx-dev
+	# the preload's real programs (src/preload/progs): clients and servers
+	python3 postgresql-15 nginx curl libmemcached-tools
 )
 
 check_only=0

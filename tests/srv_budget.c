@@ -154,7 +154,10 @@ int main(int argc, char **argv)
 	printf("%d attackers: %" PRIu64 " dropped; RSS grew %ld KiB (max_queued_total %u KiB)\n",
 	       MANY, dropped, grew, TOTAL / 1024);
 	CHECKF(dropped >= 1, "no attacker dropped past max_queued_total");
-	CHECKF(grew < (long)(TOTAL / 1024) + SLACK_KB, "server RSS grew by %ld KiB", grew);
+	/* the sanitizers' allocators keep freed memory (TSan: 90 MB here):
+	 * the drops are checked there, the memory bound only at full speed */
+	CHECKF(tl_scaled_down() || grew < (long)(TOTAL / 1024) + SLACK_KB,
+	       "server RSS grew by %ld KiB", grew);
 	for (int i = 0; i < MANY; i++) {
 		kill(many[i], SIGKILL);
 		tl_wait_child(many[i], 5000);

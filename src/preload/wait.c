@@ -34,8 +34,9 @@ static short kernel_events(struct zsock *z, short want)
 	return k;
 }
 
-/* A switched socket's events after the kernel reported krev for it. */
-static short merged(struct zsock *z, short want, short krev)
+/* A switched socket's events after the kernel reported krev for it;
+ * *kin: its input is the kernel stream's (bytes sent before the switch). */
+static short merged(struct zsock *z, short want, short krev, bool *kin)
 {
 	if (krev & (POLLIN | POLLRDHUP | POLLHUP | POLLERR))
 		zp_drain(z); /* reads only wake-ups; data stays */
@@ -45,6 +46,7 @@ static short merged(struct zsock *z, short want, short krev)
 			 z->rx_k < k;
 	if (rx_kernel)
 		r |= krev & (POLLIN | POLLRDHUP);
+	*kin = rx_kernel && (krev & POLLIN);
 	if (!atomic_load_explicit(&z->tx_ring, memory_order_acquire))
 		r |= krev & POLLOUT;
 	r |= krev & (POLLERR | POLLHUP);
@@ -138,7 +140,9 @@ int zp_poll(struct pollfd *fds, nfds_t n, int64_t timeout_us, const sigset_t *ma
 			goto out;
 		int count = 0;
 		for (nfds_t i = 0; i < n; i++) {
-			fds[i].revents = z[i] ? merged(z[i], fds[i].events, k[i].revents) : k[i].revents;
+			bool kin;
+			fds[i].revents = z[i] ? merged(z[i], fds[i].events, k[i].revents, &kin)
+					      : k[i].revents;
 			count += fds[i].revents != 0;
 		}
 		if (count || (deadline != ZL_NEVER && zl_now_us() >= deadline)) {
@@ -326,8 +330,9 @@ static void refresh(int ep, struct epset *s, int fd, struct zsock *z, bool crowd
 }
 
 /* Report a switched socket's events r for registration g, as EPOLLET and
- * EPOLLONESHOT say; 1 if reported. */
-static int report(struct reg *g, struct zsock *z, uint32_t r, struct epoll_event *out)
+ * EPOLLONESHOT say; 1 if reported. kin: the input is kernel bytes (sent
+ * before the switch), which the kernel reports itself. */
+static int report(struct reg *g, struct zsock *z, uint32_t r, bool kin, struct epoll_event *out)
 {
 	r &= g->events | EPOLLERR | EPOLLHUP;
 	if (!r || g->off)
@@ -336,7 +341,7 @@ static int report(struct reg *g, struct zsock *z, uint32_t r, struct epoll_event
 		uint64_t t = atomic_load_explicit(&z->rx->tail, memory_order_relaxed);
 		uint64_t h = atomic_load_explicit(&z->tx->head, memory_order_relaxed);
 		bool eof = (r & EPOLLRDHUP) != 0;
-		if ((r & EPOLLIN) && t == g->seen_tail && (!eof || g->seen_eof))
+		if ((r & EPOLLIN) && !kin && t == g->seen_tail && (!eof || g->seen_eof))
 			r &= ~(uint32_t)(EPOLLIN | EPOLLRDHUP);
 		if ((r & EPOLLOUT) && h == g->seen_head && g->seen_out)
 			r &= ~(uint32_t)EPOLLOUT;
@@ -363,7 +368,7 @@ static int scan_ep(struct epset *s, struct epoll_event *evs, int max, bool *hit)
 		if (!z)
 			continue;
 		short r = zp_ready(z, (short)(s->r[fd].events | POLLRDHUP));
-		if (r && report(&s->r[fd], z, (uint32_t)r, &evs[n])) {
+		if (r && report(&s->r[fd], z, (uint32_t)r, false, &evs[n])) {
 			hit[j] = true;
 			n++;
 		}
@@ -477,8 +482,9 @@ int zp_epoll_wait(int ep, struct epoll_event *evs, int max, int timeout_ms,
 			for (int j = 0; j < s->nz; j++)
 				if (s->zfd[j] == fd && hit[j])
 					dup = true;
-			short r = merged(z, (short)(g->events | POLLRDHUP), (short)kev[i].events);
-			if (!dup && r && report(g, z, (uint32_t)r, &evs[n]))
+			bool kin;
+			short r = merged(z, (short)(g->events | POLLRDHUP), (short)kev[i].events, &kin);
+			if (!dup && r && report(g, z, (uint32_t)r, kin, &evs[n]))
 				n++;
 		}
 		pthread_mutex_unlock(&s->lock);

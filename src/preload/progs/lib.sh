@@ -1,0 +1,58 @@
+# SPDX-License-Identifier: MIT
+# Shared by the real-program tests: sourced with ZL_RUN set (the build's
+# zl-run). Every server runs from a temporary directory on a free port and
+# is stopped on exit, also on failure.
+set -u
+tmp=$(mktemp -d /tmp/zlprog.XXXXXX) || exit 1
+pids=""
+cleanup() { # servers run in their own process groups (setsid): all of it goes
+	for p in $pids; do kill -TERM "-$p" 2>/dev/null; done
+	sleep 0.3
+	for p in $pids; do kill -KILL "-$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+
+fail() { echo "FAIL: $*"; exit 1; }
+skip() { echo "SKIP: $*"; exit 77; }
+need() { for c in "$@"; do command -v "$c" >/dev/null 2>&1 || skip "$c is not installed (scripts/install-deps.sh)"; done; }
+
+# A TCP port nobody listens on now.
+free_port() {
+	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+# Wait until CMD succeeds, at most $1 tenths of a second.
+wait_for() {
+	n=$1; shift
+	while [ "$n" -gt 0 ]; do "$@" >/dev/null 2>&1 && return 0; sleep 0.1; n=$((n - 1)); done
+	return 1
+}
+
+# Run with the preload (pre) or without (plain); debug log to $tmp/zl.log.
+pre() { ZL_LOG=debug "$ZL_RUN" -- "$@" 2>>"$tmp/zl.log"; }
+plain() { "$@"; }
+
+# How many connections switched to shared memory so far (the preload logs
+# to standard error, which some servers send to their own logs).
+switched() {
+	find "$tmp" -name "*.log" -exec cat {} + 2>/dev/null | grep -c "switched to shared memory"
+}
+
+# Start a server in the background, preloaded (pre_bg) or not (plain_bg).
+pre_bg() { ZL_LOG=debug setsid "$ZL_RUN" -- "$@" >>"$tmp/server.out" 2>>"$tmp/zl.log" & pids="$pids $!"; }
+plain_bg() { setsid "$@" >>"$tmp/server.out" 2>&1 & pids="$pids $!"; }
+
+# as_user CMD...: run as the unprivileged user that servers refusing root
+# need ($user, nobody when we are root); as_bg: the same as a server, in
+# the background and its own process group (stopped on exit).
+if [ "$(id -u)" = 0 ]; then
+	user=nobody
+	as() { runuser -u "$user" -- "$@"; }
+	as_bg() { setsid runuser -u "$user" -- "$@" & pids="$pids $!"; }
+else
+	user=$(id -un)
+	as() { "$@"; }
+	as_bg() { setsid "$@" & pids="$pids $!"; }
+fi
