@@ -9,6 +9,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <linux/close_range.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -56,6 +58,7 @@ static void resolve(void)
 	R(dup);
 	R(dup3);
 	R(setsockopt);
+	R(getsockopt);
 #undef R
 	const char *e = getenv("ZL_PRELOAD");
 	disabled = getauxval(AT_SECURE) || (e && !strcmp(e, "0"));
@@ -102,7 +105,7 @@ EXPORT int connect(int fd, const struct sockaddr *a, socklen_t len)
 	if (z) {
 		if (!r || e == EINPROGRESS) {
 			atomic_store(&z->nonblock, (zp_real.fcntl(fd, F_GETFL) & O_NONBLOCK) != 0);
-			zp_set(fd, z);
+			zp_adopt(fd, z);
 		} else {
 			zp_connect_done(z, 0);
 		}
@@ -133,7 +136,7 @@ EXPORT int accept4(int fd, struct sockaddr *a, socklen_t *len, int flags)
 		struct zsock *z = zp_accept_match(fd, r);
 		if (z) {
 			atomic_store(&z->nonblock, (flags & SOCK_NONBLOCK) != 0);
-			zp_set(r, z);
+			zp_adopt(r, z);
 		}
 		errno = e;
 	}
@@ -487,9 +490,30 @@ EXPORT int dup2(int old, int new)
 	return dup3(old, new, 0);
 }
 
+static bool nodelay(struct zsock *z, int level, int opt)
+{
+	return z && z->app_nodelay >= 0 && level == IPPROTO_TCP && opt == TCP_NODELAY;
+}
+
+EXPORT int getsockopt(int fd, int level, int opt, void *v, socklen_t *len)
+{
+	struct zsock *z = zs(fd);
+	int r = zp_real.getsockopt(fd, level, opt, v, len);
+	if (!r && nodelay(z, level, opt) && *len >= sizeof(int))
+		*(int *)v = z->app_nodelay; /* the program's view, not the wake-ups' */
+	return r;
+}
+
 EXPORT int setsockopt(int fd, int level, int opt, const void *v, socklen_t len)
 {
 	struct zsock *z = zs(fd);
+	if (nodelay(z, level, opt)) { /* kept on underneath; checked as the kernel does */
+		int on = 1;
+		int r = zp_real.setsockopt(fd, level, opt, len >= sizeof(int) ? &on : v, len);
+		if (!r)
+			z->app_nodelay = *(const int *)v != 0;
+		return r;
+	}
 	int r = zp_real.setsockopt(fd, level, opt, v, len);
 	if (!r && z && level == SOL_SOCKET && (opt == SO_RCVTIMEO || opt == SO_SNDTIMEO) &&
 	    len >= sizeof(struct timeval)) {

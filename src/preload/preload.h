@@ -44,6 +44,7 @@ struct zp_real {
 	int (*dup)(int);
 	int (*dup3)(int, int, int);
 	int (*setsockopt)(int, int, int, const void *, socklen_t);
+	int (*getsockopt)(int, int, int, void *, socklen_t *);
 };
 extern struct zp_real zp_real;
 extern int zp_spin_us;     /* ZL_PRELOAD_SPIN_US: spin before sleeping */
@@ -106,6 +107,9 @@ struct zsock {
 	bool wr_shut, rd_shut;
 	bool is_unix;             /* AF_UNIX: HUP as soon as the peer is gone */
 	bool reset_told;          /* ECONNRESET is reported once, then EOF */
+	int app_nodelay;          /* TCP_NODELAY as the program set it (the kernel
+	                           * socket has it on: a wake-up must not wait for
+	                           * Nagle and a delayed ACK, 40 ms) */
 	uint32_t sends;           /* a liveness look every 64 sends */
 	int64_t next_look;
 	int64_t rcvtimeo_us, sndtimeo_us; /* 0: none */
@@ -119,6 +123,8 @@ struct zsock {
 /* fd table (sock.c) */
 struct zsock *zp_get(int fd);
 void zp_set(int fd, struct zsock *z);
+void zp_adopt(int fd, struct zsock *z); /* a new switched socket: zp_set, and
+					 * its kernel socket set up for wake-ups */
 void zp_forget(int fd); /* fd no longer names its zsock (close, dup2 over) */
 
 /* the data path (sock.c): results as the libc calls, errno set */
@@ -142,6 +148,11 @@ void zp_disarm(struct zsock *z, short armed);
 /* the socket turned readable while switched: read wake-ups (unless
  * another thread is armed), notice EOF */
 void zp_drain(struct zsock *z);
+/* after the kernel stream's end: is the peer's socket closed for good? (a
+ * wake-up byte to it fails, or makes it answer with a reset) */
+bool zp_probe(struct zsock *z);
+/* the peer's bytes still come on the kernel stream (sent before its switch) */
+bool zp_rx_on_kernel(struct zsock *z);
 /* the client's switch, once the server joined */
 void zp_poll_join(struct zsock *z);
 void zp_fork_prepare(void);

@@ -41,7 +41,9 @@
 
 #define HELLO_MAGIC 0x5a4c5048u /* "ZLPH" */
 #define MAX_PENDING 256
-#define PENDING_US 10000000
+#define PENDING_US 10000000 /* an offer whose connection is not accepted */
+#define SILENT_US 1000000    /* a rendezvous connection without its hello */
+#define DRAIN 4096           /* connections taken from the rendezvous per look */
 #define HIGH_FD 512 /* our fds live above the numbers programs expect */
 
 struct hello {
@@ -49,7 +51,8 @@ struct hello {
 };
 
 struct pending {
-	int sock, mem;     /* the client's socket and memfd */
+	int conn;          /* the rendezvous connection, until its hello came */
+	int sock, mem;     /* then the client's socket and memfd */
 	uint32_t ring_size;
 	int64_t since;
 };
@@ -169,9 +172,10 @@ void zp_listen_publish(int fd)
 
 static void pending_drop(struct rdv *v, int i)
 {
-	zp_real.close(v->p[i].sock);
-	if (v->p[i].mem >= 0)
-		zp_real.close(v->p[i].mem);
+	int fds[3] = { v->p[i].conn, v->p[i].sock, v->p[i].mem };
+	for (int k = 0; k < 3; k++)
+		if (fds[k] >= 0)
+			zp_real.close(fds[k]);
 	v->p[i] = v->p[--v->np];
 }
 
@@ -193,42 +197,73 @@ void zp_listen_close(int fd)
 	pthread_mutex_unlock(&rdv_lock);
 }
 
-/* Take the queued hellos (each on its own rendezvous connection). */
+/* The hello on rendezvous connection p->conn: 1 taken (p->sock, p->mem),
+ * 0 not there yet, -1 refused (the client stays on the kernel). */
+static int read_hello(struct pending *p)
+{
+	struct hello h;
+	char cbuf[CMSG_SPACE(2 * sizeof(int))];
+	struct iovec io = { &h, sizeof(h) };
+	struct msghdr m = { .msg_iov = &io, .msg_iovlen = 1, .msg_control = cbuf,
+			    .msg_controllen = sizeof(cbuf) };
+	ssize_t n = zp_real.recvmsg(p->conn, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+		return 0;
+	int fds[2] = { -1, -1 }, nf = 0;
+	struct cmsghdr *cm = n > 0 ? CMSG_FIRSTHDR(&m) : NULL;
+	if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
+		nf = (int)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+		memcpy(fds, CMSG_DATA(cm), (size_t)(nf > 2 ? 2 : nf) * sizeof(int));
+	}
+	int fam, type = 0;
+	socklen_t tl = sizeof(type);
+	/* a socket and a memfd, in that order: what is not is not held (a
+	 * client's socket held as anything else would outlive its close) */
+	if (n != (ssize_t)sizeof(h) || nf != 2 || h.magic != HELLO_MAGIC ||
+	    h.version != ZP_VERSION || (m.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) ||
+	    !is_stream(fds[0], &fam) || !getsockopt(fds[1], SOL_SOCKET, SO_TYPE, &type, &tl)) {
+		for (int i = 0; i < nf && i < 2; i++)
+			zp_real.close(fds[i]);
+		return -1; /* not ours, or malformed */
+	}
+	zp_real.close(p->conn);
+	p->conn = -1;
+	p->sock = high_fd(fds[0]);
+	p->mem = high_fd(fds[1]);
+	p->ring_size = h.ring_size;
+	return 1;
+}
+
+/* Take the hellos queued on the rendezvous, each on its own connection,
+ * all of them: an offer left queued would keep its client's socket open
+ * (an fd in flight), so that the client's close sent no FIN. A connection
+ * whose hello has not come yet is kept a moment (its client sends it right
+ * after connecting, and before its own connect(2)). */
 static void take_hellos(struct rdv *v)
 {
 	int64_t now = zl_now_us();
-	for (int i = 0; i < v->np;)
-		if (now - v->p[i].since > PENDING_US)
+	for (int i = 0; i < v->np;) {
+		struct pending *p = &v->p[i];
+		if (now - p->since > (p->conn >= 0 ? SILENT_US : PENDING_US) ||
+		    (p->conn >= 0 && read_hello(p) < 0))
 			pending_drop(v, i);
 		else
 			i++;
-	for (int k = 0; k < 64; k++) {
+	}
+	for (int k = 0; k < DRAIN; k++) {
 		int c = zp_real.accept4(v->rfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 		if (c < 0)
 			return;
-		struct hello h;
-		char cbuf[CMSG_SPACE(2 * sizeof(int))];
-		struct iovec io = { &h, sizeof(h) };
-		struct msghdr m = { .msg_iov = &io, .msg_iovlen = 1, .msg_control = cbuf,
-				    .msg_controllen = sizeof(cbuf) };
-		ssize_t n = uid_ok(c) ? zp_real.recvmsg(c, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC) : -1;
-		int fds[2] = { -1, -1 }, nf = 0;
-		struct cmsghdr *cm = n > 0 ? CMSG_FIRSTHDR(&m) : NULL;
-		if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
-			nf = (int)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-			memcpy(fds, CMSG_DATA(cm), (size_t)(nf > 2 ? 2 : nf) * sizeof(int));
-		}
-		zp_real.close(c);
-		if (n != (ssize_t)sizeof(h) || nf != 2 || h.magic != HELLO_MAGIC ||
-		    h.version != ZP_VERSION || (m.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
-			for (int i = 0; i < nf && i < 2; i++)
-				zp_real.close(fds[i]);
-			continue; /* not ours, or malformed: the client stays on the kernel */
+		if (!uid_ok(c)) {
+			zp_real.close(c);
+			continue;
 		}
 		if (v->np == MAX_PENDING)
-			pending_drop(v, 0);
-		v->p[v->np++] = (struct pending){ .sock = high_fd(fds[0]), .mem = high_fd(fds[1]),
-						  .ring_size = h.ring_size, .since = now };
+			pending_drop(v, 0); /* the oldest */
+		struct pending *p = &v->p[v->np++];
+		*p = (struct pending){ .conn = high_fd(c), .sock = -1, .mem = -1, .since = now };
+		if (read_hello(p) < 0)
+			pending_drop(v, v->np - 1);
 	}
 }
 
@@ -338,7 +373,7 @@ struct zsock *zp_accept_match(int lfd, int fd)
 	if (v) {
 		take_hellos(v);
 		for (int i = 0; i < v->np; i++) {
-			if (!matches(v->p[i].sock, fd, family))
+			if (v->p[i].sock < 0 || !matches(v->p[i].sock, fd, family))
 				continue;
 			z = zp_map(v->p[i].mem, v->p[i].ring_size, 1);
 			if (z && (z->sh->magic != ZP_MAGIC || z->sh->version != ZP_VERSION ||
@@ -356,6 +391,9 @@ struct zsock *zp_accept_match(int lfd, int fd)
 			break;
 		}
 	}
+	if (!z && v)
+		ZL_LOG(ZL_LOG_DEBUG, "preload: accepted fd %d stays a kernel socket (%d offers "
+		       "pending, none for it)", fd, v->np);
 	pthread_mutex_unlock(&rdv_lock);
 	if (!z)
 		return NULL;
@@ -401,6 +439,8 @@ struct zsock *zp_connect_offer(int fd, const struct sockaddr *a, socklen_t len)
 	if (c < 0)
 		return NULL;
 	if (zp_real.connect(c, (struct sockaddr *)&u, ulen) || !uid_ok(c)) {
+		ZL_LOG(ZL_LOG_DEBUG, "preload: fd %d: no preloaded listener there (%s)", fd,
+		       strerror(errno));
 		zp_real.close(c);
 		return NULL; /* nobody preloaded listens there: a kernel socket */
 	}
@@ -426,6 +466,7 @@ struct zsock *zp_connect_offer(int fd, const struct sockaddr *a, socklen_t len)
 		cm->cmsg_len = CMSG_LEN(sizeof(fds));
 		memcpy(CMSG_DATA(cm), fds, sizeof(fds));
 		if (zp_real.sendmsg(c, &m, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)sizeof(h)) {
+			ZL_LOG(ZL_LOG_DEBUG, "preload: fd %d: offer not sent (%s)", fd, strerror(errno));
 			munmap(z->sh, z->map_len);
 			pthread_mutex_destroy(&z->lock);
 			free(z);

@@ -36,6 +36,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -85,6 +87,18 @@ void zp_set(int fd, struct zsock *z)
 	int hi = atomic_load(&table_hi);
 	while (fd >= hi && !atomic_compare_exchange_weak(&table_hi, &hi, fd + 1))
 		;
+}
+
+void zp_adopt(int fd, struct zsock *z)
+{
+	int on = 1, v = 0;
+	socklen_t l = sizeof(v);
+	z->app_nodelay = -1;
+	if (!z->is_unix && !zp_real.getsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &v, &l)) {
+		z->app_nodelay = v;
+		zp_real.setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof(on));
+	}
+	zp_set(fd, z);
 }
 
 static void zsock_free(struct zsock *z);
@@ -620,6 +634,24 @@ void zp_disarm(struct zsock *z, short armed)
 	atomic_fetch_sub(&z->users, 1);
 }
 
+bool zp_rx_on_kernel(struct zsock *z)
+{
+	uint64_t left;
+	return rx_on_kernel(z, &left);
+}
+
+bool zp_probe(struct zsock *z)
+{
+	static const char b = 0;
+	int err = 0;
+	socklen_t l = sizeof(err);
+	if (zp_real.send(z->fd, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 &&
+	    (errno == EPIPE || errno == ECONNRESET))
+		return true;
+	return !getsockopt(z->fd, SOL_SOCKET, SO_ERROR, &err, &l) &&
+	       (err == EPIPE || err == ECONNRESET);
+}
+
 void zp_drain(struct zsock *z)
 {
 	uint64_t left;
@@ -738,6 +770,6 @@ void zp_exec_adopt(const char *st)
 		atomic_store(&z->tx_ring, tx_ring != 0);
 		z->wr_shut = wr_shut != 0;
 		atomic_store(&z->nonblock, (zp_real.fcntl(fd, F_GETFL) & O_NONBLOCK) != 0);
-		zp_set(fd, z);
+		zp_adopt(fd, z); /* the program's TCP_NODELAY is lost across exec */
 	}
 }

@@ -2,7 +2,8 @@
 /*
  * poll, select and epoll over sets that mix switched sockets and kernel
  * fds. A switched socket's readiness is in shared memory: it is looked at
- * first, then, when nothing is ready, looked at again for zp_spin_us, then
+ * first, then, when nothing is ready, looked at again for the thread's spin
+ * budget (at most zp_spin_us, see spin), then
  * every switched socket is armed (its peer will send a wake-up byte) and
  * the kernel wait sleeps on all fds, switched sockets asked for POLLIN
  * only (their kernel side is always writable; room is the ring's). What the
@@ -53,14 +54,42 @@ static short merged(struct zsock *z, short want, short krev, bool *kin)
 	return (short)(r & (want | POLLERR | POLLHUP));
 }
 
-static void spin_until(int64_t end, bool (*ready)(void *), void *arg)
+/*
+ * Spinning pays only while the peer answers within the spin, which it
+ * cannot when more threads spin than there are CPUs to run them (pgbench
+ * with 4 clients and 4 backends on 2 CPUs). Each thread keeps a budget, at
+ * most zp_spin_us: it doubles when a spin finds work or a sleep ends
+ * sooner than a full spin would have, and halves when a sleep lasted
+ * longer.
+ */
+static __thread int spin_budget = -1;
+
+static bool spin(int64_t deadline, bool (*ready)(void *), void *arg)
 {
-	while (zl_now_us() < end) {
+	if (spin_budget < 0 || spin_budget > zp_spin_us)
+		spin_budget = zp_spin_us;
+	int64_t now = zl_now_us(), end = now + spin_budget;
+	if (end > deadline)
+		end = deadline;
+	while (now < end) {
 		for (int i = 0; i < 64; i++)
 			zl_cpu_relax();
-		if (ready(arg))
-			return;
+		if (ready(arg)) {
+			spin_budget = spin_budget * 2 + 1 < zp_spin_us ? spin_budget * 2 + 1 : zp_spin_us;
+			return true;
+		}
+		now = zl_now_us();
 	}
+	return false;
+}
+
+/* A sleep that began at t0 has ended. */
+static void slept(int64_t t0)
+{
+	if (zl_now_us() - t0 < zp_spin_us)
+		spin_budget = spin_budget * 2 + 1 < zp_spin_us ? spin_budget * 2 + 1 : zp_spin_us;
+	else
+		spin_budget /= 2;
 }
 
 struct pollset {
@@ -99,11 +128,8 @@ int zp_poll(struct pollfd *fds, nfds_t n, int64_t timeout_us, const sigset_t *ma
 	int64_t deadline = timeout_us < 0 ? ZL_NEVER : zl_now_us() + timeout_us;
 	for (;;) {
 		int ready = any ? scan_poll(&s) : 0;
-		if (!ready && any && deadline > zl_now_us()) {
-			int64_t end = zl_now_us() + zp_spin_us;
-			spin_until(end < deadline ? end : deadline, poll_ready, &s);
+		if (!ready && any && deadline > zl_now_us() && spin(deadline, poll_ready, &s))
 			ready = scan_poll(&s);
-		}
 		bool arm = !ready && deadline > zl_now_us(), crowded = false;
 		for (nfds_t i = 0; i < n; i++) {
 			k[i] = fds[i];
@@ -132,7 +158,10 @@ int zp_poll(struct pollfd *fds, nfds_t n, int64_t timeout_us, const sigset_t *ma
 			ts.tv_sec = left / 1000000;
 			ts.tv_nsec = left % 1000000 * 1000;
 		}
+		int64_t t0 = zl_now_us();
 		int r = zp_real.ppoll(k, n, tp, mask);
+		if (arm && !ready)
+			slept(t0);
 		for (nfds_t i = 0; i < n; i++)
 			if (z[i] && armed[i] >= 0)
 				zp_disarm(z[i], armed[i]);
@@ -416,10 +445,8 @@ int zp_epoll_wait(int ep, struct epoll_event *evs, int max, int timeout_ms,
 		int n = scan_ep(s, evs, max, hit);
 		bool any = s->nz > 0;
 		pthread_mutex_unlock(&s->lock);
-		if (!n && any && deadline > zl_now_us()) {
-			int64_t end = zl_now_us() + zp_spin_us;
-			struct epscan a = { s };
-			spin_until(end < deadline ? end : deadline, ep_ready, &a);
+		struct epscan es = { s };
+		if (!n && any && deadline > zl_now_us() && spin(deadline, ep_ready, &es)) {
 			pthread_mutex_lock(&s->lock);
 			n = scan_ep(s, evs, max, hit);
 			pthread_mutex_unlock(&s->lock);
@@ -456,8 +483,11 @@ int zp_epoll_wait(int ep, struct epoll_event *evs, int max, int timeout_ms,
 			ms = 1; /* another sleeper's drain may take our wake-up */
 		struct epoll_event kev[256];
 		int room = max - n < 256 ? max - n : 256;
+		int64_t t0 = zl_now_us();
 		int k = room > 0 ? zp_real.epoll_pwait(ep, kev, room, ms, mask) : 0;
 		int err = errno;
+		if (ms && any)
+			slept(t0);
 		for (int j = 0; j < na; j++)
 			zp_disarm(am[j].z, am[j].ev);
 		if (am != ab)
@@ -505,17 +535,22 @@ int zp_epoll_wait(int ep, struct epoll_event *evs, int max, int timeout_ms,
 
 /* ---- one socket ------------------------------------------------------- */
 
+struct one {
+	struct zsock *z;
+	short events;
+};
+
+static bool one_ready(void *arg)
+{
+	struct one *o = arg;
+	return zp_ready(o->z, o->events) != 0;
+}
+
 int zp_wait_one(struct zsock *z, short events, int64_t deadline)
 {
-	int64_t end = zl_now_us() + zp_spin_us;
-	if (end > deadline)
-		end = deadline;
-	while (zl_now_us() < end) {
-		if (zp_ready(z, events))
-			return 0;
-		for (int i = 0; i < 64; i++)
-			zl_cpu_relax();
-	}
+	struct one o = { z, events };
+	if (spin(deadline, one_ready, &o))
+		return 0;
 	for (;;) {
 		short armed;
 		int a = zp_arm(z, (short)(events | POLLIN), &armed);
@@ -528,14 +563,30 @@ int zp_wait_one(struct zsock *z, short events, int64_t deadline)
 		int ms = zl_poll_ms(deadline);
 		if (a & ZP_CROWDED) /* another thread's wake-ups stay unread */
 			p.events &= (short)~(POLLIN | POLLRDHUP);
+		/* a writer cannot take the peer's bytes still on the kernel stream
+		 * (it has not switched, so it sends no wake-ups either): it looks
+		 * every 1 ms, and notices the stream's end by RDHUP */
+		bool kin = !(events & POLLIN) && zp_rx_on_kernel(z);
+		if (kin) {
+			p.events &= (short)~POLLIN;
+			if (ms < 0 || ms > 1)
+				ms = 1;
+		}
 		/* no wake-ups come after the kernel stream's end, nor to a crowd */
 		if ((eof || (a & ZP_CROWDED)) && (ms < 0 || ms > 1))
 			ms = 1;
+		if (eof && (events & POLLOUT) && zp_probe(z))
+			return -EPIPE; /* our ring is full and the peer's socket is gone */
+		int64_t t0 = zl_now_us();
 		int r = zp_real.poll(&p, 1, ms);
+		if (ms)
+			slept(t0);
 		zp_disarm(z, armed);
 		if (r < 0)
 			return errno == EINTR ? -EINTR : -errno;
 		if (r > 0) {
+			if (kin && (p.revents & (POLLRDHUP | POLLHUP)))
+				atomic_store(&z->peer_eof, true);
 			if (p.revents & (POLLIN | POLLRDHUP | POLLHUP | POLLERR))
 				zp_drain(z);
 			if ((events & POLLOUT) && (p.revents & (POLLERR | POLLHUP)) &&

@@ -24,9 +24,13 @@ free_port() {
 }
 
 # Wait until CMD succeeds, at most $1 tenths of a second.
-wait_for() {
-	n=$1; shift
-	while [ "$n" -gt 0 ]; do "$@" >/dev/null 2>&1 && return 0; sleep 0.1; n=$((n - 1)); done
+wait_for() { # (sh has no locals: its counter is named apart)
+	_wait_n=$1; shift
+	while [ "$_wait_n" -gt 0 ]; do
+		"$@" >/dev/null 2>&1 && return 0
+		sleep 0.1
+		_wait_n=$((_wait_n - 1))
+	done
 	return 1
 }
 

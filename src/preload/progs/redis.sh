@@ -6,6 +6,7 @@
 #    DEBUG DIGEST plain and preloaded, and every GET returns what was SET;
 #  - redis-benchmark SET and GET with 50 clients and pipelining (-P 16),
 #    with a BGSAVE during the load (the forked child inherits the sockets);
+#  - 50 idle preloaded connections cost the server less than 2% of a CPU;
 #  - mixed peers: a plain client against the preloaded server and the
 #    reverse work over kernel sockets;
 #  - the connections really switched (the preload's debug log says so).
@@ -84,4 +85,25 @@ echo "digest $(cat "$tmp/pre.digest") plain and preloaded; $n connections switch
 [ "$(redis-cli -p "$port_pre" get k1 | md5sum)" = "$(pre redis-cli -p "$port_plain" get k1 | md5sum)" ] ||
 	fail "mixed peers: plain client and preloaded server, or the reverse, disagree"
 [ "$(switched)" = "$n" ] || fail "a connection with a peer without the preload switched"
-echo "PASS: redis plain and preloaded give the same data; mixed peers stay on the kernel"
+# idle: 50 idle preloaded connections cost the preloaded server < 2% CPU
+pid=$(pgrep -f "redis-server 127.0.0.1:$port_pre" | head -1)
+[ -n "$pid" ] || fail "no redis-server pid"
+ZL_LOG=warn "$ZL_RUN" -- python3 -c "
+import socket, time
+s = [socket.create_connection(('127.0.0.1', $port_pre)) for _ in range(50)]
+for c in s: c.sendall(b'PING\r\n'); c.recv(16)
+time.sleep(5)" &
+idle=$!
+sleep 1.5
+t0=$(awk '{print $14 + $15}' "/proc/$pid/stat")
+sleep 3
+t1=$(awk '{print $14 + $15}' "/proc/$pid/stat")
+wait $idle
+wait_for 30 sh -c "[ \$(find $tmp -name '*.log' -exec cat {} + | grep -c 'switched to shared') -ge $((n + 50)) ]" ||
+	fail "the 50 idle connections did not switch ($(switched) switched, $n before)"
+pct=$(awk -v a="$t0" -v b="$t1" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.2f", (b - a) / hz / 3 * 100 }')
+echo "idle: redis-server with 50 idle preloaded connections used $pct% of a CPU over 3 s"
+awk -v p="$pct" 'BEGIN { exit !(p < 2) }' || fail "idle preloaded redis-server used $pct% CPU"
+
+echo "PASS: redis plain and preloaded give the same data; mixed peers stay on the kernel;
+	idle costs $pct% CPU"
