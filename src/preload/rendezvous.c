@@ -50,11 +50,19 @@ struct hello {
 	uint32_t magic, version, ring_size, pad;
 };
 
+/* An offer. Its client's socket is held only until it is connected: then
+ * what names the connection is kept instead (a held copy would keep the
+ * socket open after the client's close, with no FIN, if another process
+ * accepts the connection, as pre-forked workers do). */
 struct pending {
 	int conn;          /* the rendezvous connection, until its hello came */
 	int sock, mem;     /* then the client's socket and memfd */
 	uint32_t ring_size;
 	int64_t since;
+	bool known;        /* sock was connected: the names below, sock closed */
+	struct sockaddr_storage self, peer; /* TCP: the client's two ends */
+	socklen_t self_len, peer_len;
+	uint64_t peer_ino; /* Unix: the inode of the accepted socket */
 };
 
 struct rdv {
@@ -170,6 +178,8 @@ void zp_listen_publish(int fd)
 	pthread_mutex_unlock(&rdv_lock);
 }
 
+static void learn(struct pending *p);
+
 static void pending_drop(struct rdv *v, int i)
 {
 	int fds[3] = { v->p[i].conn, v->p[i].sock, v->p[i].mem };
@@ -245,10 +255,12 @@ static void take_hellos(struct rdv *v)
 	for (int i = 0; i < v->np;) {
 		struct pending *p = &v->p[i];
 		if (now - p->since > (p->conn >= 0 ? SILENT_US : PENDING_US) ||
-		    (p->conn >= 0 && read_hello(p) < 0))
+		    (p->conn >= 0 && read_hello(p) < 0)) {
 			pending_drop(v, i);
-		else
+		} else {
+			learn(p);
 			i++;
+		}
 	}
 	for (int k = 0; k < DRAIN; k++) {
 		int c = zp_real.accept4(v->rfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
@@ -259,11 +271,13 @@ static void take_hellos(struct rdv *v)
 			continue;
 		}
 		if (v->np == MAX_PENDING)
-			pending_drop(v, 0); /* the oldest */
+			pending_drop(v, 0); /* one of the oldest */
 		struct pending *p = &v->p[v->np++];
 		*p = (struct pending){ .conn = high_fd(c), .sock = -1, .mem = -1, .since = now };
 		if (read_hello(p) < 0)
 			pending_drop(v, v->np - 1);
+		else
+			learn(p);
 	}
 }
 
@@ -312,22 +326,47 @@ static bool same_addr(const struct sockaddr_storage *a, socklen_t al,
 }
 
 /* Is the hello's socket s the other end of our accepted fd? */
-static bool matches(int s, int fd, int family)
+/* Once the offer's socket is connected, keep what names the connection
+ * and let the socket go. */
+static void learn(struct pending *p)
 {
+	int fam;
+	if (p->known || p->sock < 0 || !is_stream(p->sock, &fam))
+		return;
+	if (fam == AF_UNIX) {
+		if (!(p->peer_ino = unix_peer_ino(p->sock)))
+			return; /* not connected yet */
+	} else {
+		memset(&p->self, 0, sizeof(p->self));
+		memset(&p->peer, 0, sizeof(p->peer));
+		p->self_len = p->peer_len = sizeof(p->self);
+		if (getpeername(p->sock, (struct sockaddr *)&p->peer, &p->peer_len) ||
+		    getsockname(p->sock, (struct sockaddr *)&p->self, &p->self_len))
+			return;
+	}
+	p->known = true;
+	zp_real.close(p->sock);
+	p->sock = -1;
+}
+
+/* Is the offer p for the connection we accepted as fd? */
+static bool matches(struct pending *p, int fd, int family)
+{
+	learn(p);
+	if (!p->known)
+		return false;
 	if (family == AF_UNIX) {
 		struct stat st;
-		return !fstat(fd, &st) && unix_peer_ino(s) == (uint64_t)st.st_ino;
+		return p->peer_ino && !fstat(fd, &st) && p->peer_ino == (uint64_t)st.st_ino;
 	}
-	struct sockaddr_storage a1, a2, b1, b2;
-	socklen_t l1 = sizeof(a1), l2 = sizeof(a2), m1 = sizeof(b1), m2 = sizeof(b2);
-	memset(&a1, 0, sizeof(a1));
-	memset(&a2, 0, sizeof(a2));
+	struct sockaddr_storage b1, b2;
+	socklen_t m1 = sizeof(b1), m2 = sizeof(b2);
 	memset(&b1, 0, sizeof(b1));
 	memset(&b2, 0, sizeof(b2));
-	return !getsockname(s, (struct sockaddr *)&a1, &l1) &&
-	       !getpeername(fd, (struct sockaddr *)&b1, &m1) && same_addr(&a1, l1, &b1, m1) &&
-	       !getpeername(s, (struct sockaddr *)&a2, &l2) &&
-	       !getsockname(fd, (struct sockaddr *)&b2, &m2) && same_addr(&a2, l2, &b2, m2);
+	return !p->peer_ino && !getpeername(fd, (struct sockaddr *)&b1, &m1) &&
+	       same_addr(&p->self, p->self_len, &b1, m1) &&
+	       !getsockname(fd, (struct sockaddr *)&b2, &m2) &&
+	       same_addr(&p->peer, p->peer_len, &b2, m2);
 }
 
 struct zsock *zp_map(int mem, uint32_t ring, int side)
@@ -373,7 +412,7 @@ struct zsock *zp_accept_match(int lfd, int fd)
 	if (v) {
 		take_hellos(v);
 		for (int i = 0; i < v->np; i++) {
-			if (v->p[i].sock < 0 || !matches(v->p[i].sock, fd, family))
+			if (v->p[i].conn >= 0 || !matches(&v->p[i], fd, family))
 				continue;
 			z = zp_map(v->p[i].mem, v->p[i].ring_size, 1);
 			if (z && (z->sh->magic != ZP_MAGIC || z->sh->version != ZP_VERSION ||

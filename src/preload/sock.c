@@ -256,13 +256,16 @@ void zp_poll_join(struct zsock *z)
 }
 
 /* The peer's side is closed for good: it closed its last copy, or its
- * kernel socket ended after it had switched (it shuts down only its ring
- * then: an end of the kernel stream is its last close, or its death). */
+ * kernel socket ended after it had switched without a shutdown (once
+ * switched it shuts down only its ring: an end of the kernel stream is then
+ * its last close, or its death). A peer that shut down before switching
+ * ended the kernel stream alive; its death shows in a probe (zp_probe). */
 static bool peer_gone(struct zsock *z)
 {
 	return atomic_load_explicit(&z->sh->gone[1 - z->side], memory_order_acquire) ||
 	       (atomic_load(&z->peer_eof) &&
-		atomic_load_explicit(&z->rx->state, memory_order_acquire));
+		atomic_load_explicit(&z->rx->state, memory_order_acquire) &&
+		!atomic_load_explicit(&z->rx->closed, memory_order_acquire));
 }
 
 /* ---- receiving ----------------------------------------------------------- */
