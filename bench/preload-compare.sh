@@ -131,12 +131,9 @@ for c in s: c.sendall(b'PING\r\n'); c.recv(16)
 time.sleep(13)" &
 	idle=$!
 	sleep 2
-	t0=$(awk '{print $14 + $15}' "/proc/$pid/stat")
-	sleep 10
-	t1=$(awk '{print $14 + $15}' "/proc/$pid/stat")
+	pct=$(cpu_pct "$pid" 10)
 	wait $idle
-	echo "idle-cpu-pct,1,$m,$(awk -v a="$t0" -v b="$t1" -v hz="$(getconf CLK_TCK)" \
-		'BEGIN { printf "%.2f", (b - a) / hz / 10 * 100 }')" >> "$csv"
+	echo "idle-cpu-pct,1,$m,$pct" >> "$csv"
 done
 
 # ---- summary -----------------------------------------------------------------------

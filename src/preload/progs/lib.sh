@@ -60,3 +60,12 @@ else
 	as() { "$@"; }
 	as_bg() { setsid "$@" & pids="$pids $!"; }
 fi
+
+# cpu_pct PID SECS: the % of one CPU that PID used over the next SECS seconds.
+cpu_pct() {
+	_t0=$(awk '{print $14 + $15}' "/proc/$1/stat")
+	sleep "$2"
+	_t1=$(awk '{print $14 + $15}' "/proc/$1/stat")
+	awk -v a="$_t0" -v b="$_t1" -v hz="$(getconf CLK_TCK)" -v s="$2" \
+		'BEGIN { printf "%.2f", (b - a) / hz / s * 100 }'
+}
