@@ -116,6 +116,64 @@ typedef int (*zl_kv_scan_fn)(const void *key, size_t klen, const void *val, size
 int zl_kv_scan(zl_kv *kv, const void *start, size_t slen, uint32_t n, zl_kv_scan_fn fn,
 	       void *arg, int64_t timeout_us);
 
+/* Counts of one kind of call (zl_kv_info). */
+struct zl_kv_opcount {
+	uint64_t calls;       /* calls made */
+	uint64_t reads;       /* one-sided reads (RDMA READs; copies on shm) */
+	uint64_t writes;      /* one-sided writes */
+	uint64_t atomics;     /* compare-and-swaps */
+	uint64_t round_trips; /* waits: for the NIC's completions, or for a
+	                         reply (every call to zl-kvd is one) */
+	uint64_t probes;      /* table slots looked at (one-sided) */
+	uint64_t retries;     /* restarts: a word changed, a CAS lost */
+};
+
+struct zl_kv_info {
+	uint32_t size;     /* set to sizeof(struct zl_kv_info) by the caller */
+	uint32_t onesided; /* 1: the handle uses the one-sided store */
+	struct zl_kv_opcount get, set, del; /* set: put, cas (and rmw's) */
+	uint64_t garbage;  /* table entries found pointing at no valid
+	                      container (a faulty client wrote them) */
+};
+
+/* What this handle has done so far. 0, or -EINVAL (NULL, or info->size
+ * smaller than the first two fields). Fields past info->size are not
+ * written. */
+int zl_kv_info(const zl_kv *kv, struct zl_kv_info *info);
+
+/*
+ * The one-sided store's server (store=onesided; docs/onesided.md): owns
+ * the chunk that clients read and write directly, hands out regions, and
+ * runs the collector thread. Its requests are served by srv's serving
+ * thread (zl_server_run/poll), on whatever URLs srv listens.
+ * Thread safety: create and close from the thread that owns srv, while
+ * srv is not serving.
+ */
+struct zl_kvos_opts {
+	uint32_t size;         /* sizeof(struct zl_kvos_opts) */
+	uint32_t max_regions;  /* regions one client may hold, 1..16;
+	                          default 2 */
+	uint64_t mem;          /* data space bytes; default 256 MiB */
+	uint64_t region_len;   /* bytes per region, a multiple of 8 and at
+	                          least a container of the largest value you
+	                          will store; default 4 MiB */
+	uint64_t nslots;       /* hash table slots, a power of two, 0: mem /
+	                          256 rounded up (at least 1024) */
+	int64_t hb_window_us;  /* a client not heard from for this long loses
+	                          its regions; default 5 s, at least 1 ms */
+	uint32_t max_clients;  /* sessions at once, 1..65536; default 1024 */
+	uint32_t reserved[3];
+};
+typedef struct zl_kvos zl_kvos;
+
+void zl_kvos_opts_init(struct zl_kvos_opts *o);
+/* Create the store on srv (opts NULL: defaults). 0, -EINVAL (bad options,
+ * or mem under 3 regions), -ENOMEM, or -errno of memfd_create, mmap or the
+ * socket that hands out the chunk. */
+int zl_kvos_create(zl_server *srv, const struct zl_kvos_opts *opts, zl_kvos **out);
+/* Stop the collector and free the store. NULL: no-op. */
+void zl_kvos_close(zl_kvos *s);
+
 #ifdef __cplusplus
 }
 #endif

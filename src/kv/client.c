@@ -12,7 +12,9 @@
 #include <time.h>
 
 #include "internal.h"
+#include "onesided.h"
 #include "proto.h"
+#include "url.h"
 #include "zipline_kv.h"
 
 
@@ -23,6 +25,8 @@ struct zl_kv {
 	size_t cap;
 	uint8_t small[ZL_KVP_HDR + ZL_KV_MAX_KEY]; /* requests without one */
 	uint8_t last[ZL_KV_MAX_KEY]; /* where a paged scan continues */
+	struct zl_os *os; /* store=onesided: every call goes there */
+	struct zl_kv_opcount get, set, del; /* two-sided counts */
 };
 
 static int64_t now_us(void)
@@ -59,6 +63,10 @@ static int call(zl_kv *kv, uint8_t op, const void *msg, size_t len, struct zl_kv
 		return -EPROTO;
 	const void *p;
 	size_t n;
+	struct zl_kv_opcount *c = op == ZL_KVP_GET ? &kv->get : op == ZL_KVP_DEL ? &kv->del
+				: op == ZL_KVP_SCAN ? NULL : &kv->set;
+	if (c)
+		c->calls++, c->round_trips++;
 	int rc = zl_call(kv->cli, op, msg, len, &p, &n, timeout_us);
 	if (rc)
 		return rc;
@@ -80,15 +88,53 @@ static int call_small(zl_kv *kv, const struct zl_kvp_req *r, const void *key,
 	return call(kv, r->op, kv->small, ZL_KVP_HDR + r->klen, rep, timeout_us);
 }
 
+/* The URL without its store= parameter (the transports refuse unknown
+ * keys) into out; *onesided says whether it was store=onesided. 0 or
+ * -EINVAL (too long, or another store). */
+static int strip_store(const char *url, char *out, size_t cap, bool *onesided)
+{
+	const char *q = strchr(url, '?');
+	size_t n = q ? (size_t)(q - url) : strlen(url);
+	*onesided = false;
+	if (n >= cap)
+		return -EINVAL;
+	memcpy(out, url, n);
+	out[n] = 0;
+	char sep = '?';
+	for (const char *p = q ? q + 1 : ""; *p;) {
+		const char *e = strchr(p, '&');
+		size_t l = e ? (size_t)(e - p) : strlen(p);
+		if (!strncmp(p, "store=", 6)) {
+			if (l == 14 && !strncmp(p + 6, "onesided", 8))
+				*onesided = true;
+			else if (l != 14 || strncmp(p + 6, "twosided", 8))
+				return -EINVAL;
+		} else {
+			if (n + 1 + l >= cap)
+				return -EINVAL;
+			out[n++] = sep;
+			memcpy(out + n, p, l);
+			n += l;
+			out[n] = 0;
+			sep = '&';
+		}
+		p += l + (e ? 1 : 0);
+	}
+	return 0;
+}
+
 ZL_API int zl_kv_connect(const char *url, const struct zl_opts *opts, int64_t timeout_us,
 			 zl_kv **out)
 {
-	if (!url || !out)
+	char plain[ZL_URL_MAX];
+	bool onesided;
+	if (!url || !out || strip_store(url, plain, sizeof(plain), &onesided))
 		return -EINVAL;
 	zl_kv *kv = calloc(1, sizeof(*kv));
 	if (!kv)
 		return -ENOMEM;
-	int rc = zl_client_connect(url, opts, timeout_us, &kv->cli);
+	int rc = onesided ? zl_os_connect(plain, opts, timeout_us, &kv->os)
+			  : zl_client_connect(plain, opts, timeout_us, &kv->cli);
 	if (rc) {
 		free(kv);
 		return rc;
@@ -101,9 +147,27 @@ ZL_API void zl_kv_close(zl_kv *kv)
 {
 	if (!kv)
 		return;
+	zl_os_close(kv->os);
 	zl_client_close(kv->cli);
 	free(kv->buf);
 	free(kv);
+}
+
+ZL_API int zl_kv_info(const zl_kv *kv, struct zl_kv_info *info)
+{
+	if (!kv || !info || info->size < 2 * sizeof(uint32_t))
+		return -EINVAL;
+	struct zl_kv_info i = { .size = info->size };
+	if (kv->os) {
+		zl_os_info(kv->os, &i);
+	} else {
+		i.get = kv->get;
+		i.set = kv->set;
+		i.del = kv->del;
+	}
+	size_t n = info->size < sizeof(i) ? info->size : sizeof(i);
+	memcpy(info, &i, n);
+	return 0;
 }
 
 ZL_API int zl_kv_get(zl_kv *kv, const void *key, size_t klen, const void **val, size_t *vlen,
@@ -111,6 +175,8 @@ ZL_API int zl_kv_get(zl_kv *kv, const void *key, size_t klen, const void **val, 
 {
 	if (!kv || !key_ok(key, klen))
 		return -EINVAL;
+	if (kv->os)
+		return zl_os_get(kv->os, key, klen, val, vlen, version, timeout_us);
 	struct zl_kvp_req r = { .op = ZL_KVP_GET, .klen = (uint32_t)klen };
 	struct zl_kvp_rep rep;
 	int rc = call_small(kv, &r, key, &rep, timeout_us);
@@ -129,6 +195,8 @@ ZL_API int zl_kv_del(zl_kv *kv, const void *key, size_t klen, int64_t timeout_us
 {
 	if (!kv || !key_ok(key, klen))
 		return -EINVAL;
+	if (kv->os)
+		return zl_os_del(kv->os, key, klen, timeout_us);
 	struct zl_kvp_req r = { .op = ZL_KVP_DEL, .klen = (uint32_t)klen };
 	struct zl_kvp_rep rep;
 	return call_small(kv, &r, key, &rep, timeout_us);
@@ -154,6 +222,9 @@ static int write_kv(zl_kv *kv, uint8_t op, const void *key, size_t klen, const v
 {
 	if (!kv || !key_ok(key, klen) || vlen > ZL_KV_MAX_VAL || (!val && vlen))
 		return -EINVAL;
+	if (kv->os)
+		return zl_os_put(kv->os, key, klen, val, vlen,
+				 op == ZL_KVP_PUT ? UINT64_MAX : expected, new_version, timeout_us);
 	int rc = zl_grow(&kv->buf, &kv->cap, ZL_KVP_HDR + klen + vlen);
 	if (rc)
 		return rc;
@@ -204,7 +275,9 @@ ZL_API int zl_kv_rmw(zl_kv *kv, const void *key, size_t klen, zl_kv_modify_fn fn
 			return rc < 0 ? rc : -EINVAL;
 		if (outlen > ZL_KV_MAX_VAL)
 			return -EINVAL;
-		rc = write_call(kv, ZL_KVP_CAS, klen, outlen, ver, NULL, left_us(deadline));
+		rc = kv->os ? zl_os_put(kv->os, key, klen, out, outlen, ver, NULL,
+					left_us(deadline))
+			    : write_call(kv, ZL_KVP_CAS, klen, outlen, ver, NULL, left_us(deadline));
 		if (rc != -ESTALE)
 			return rc;
 		if (deadline >= 0 && now_us() >= deadline)
@@ -217,6 +290,8 @@ ZL_API int zl_kv_scan(zl_kv *kv, const void *start, size_t slen, uint32_t n, zl_
 {
 	if (!kv || slen > ZL_KV_MAX_KEY || (slen && !start) || !n || n > ZL_KV_MAX_SCAN || !fn)
 		return -EINVAL;
+	if (kv->os)
+		return -EOPNOTSUPP; /* a hash table has no key order */
 	int64_t deadline = deadline_of(timeout_us);
 	struct zl_kvp_req r = { .op = ZL_KVP_SCAN, .klen = (uint32_t)slen };
 	uint32_t seen = 0;

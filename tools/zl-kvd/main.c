@@ -11,6 +11,7 @@
 
 #include "proto.h"
 #include "service.h"
+#include "zl-kvd.h"
 
 static const char usage_text[] =
 	"usage: zl-kvd --listen URL [--listen URL ...] [options]\n"
@@ -37,14 +38,26 @@ static const char usage_text[] =
 	"                      (default 50; -1 never sleeps)\n"
 	"  -q, --quiet         no start-up lines and no final stats line\n"
 	"\n"
+	"one-sided store (docs/onesided.md): clients connect with store=onesided in\n"
+	"the URL and GET, PUT, DELETE and CAS by reading and writing the server's\n"
+	"memory themselves (shm:// for now); SCAN is not offered.\n"
+	"  --onesided          serve the one-sided store instead; --mem-limit is then\n"
+	"                      its data space (default 256m)\n"
+	"  --os-region BYTES   region size, the largest container (default 4m)\n"
+	"  --os-slots N        hash table slots, a power of two (default mem/256)\n"
+	"  --os-heartbeat-ms MS  a silent client loses its regions after MS\n"
+	"                      (default 5000)\n"
+	"  --os-max-regions N  regions per client (default 2)\n"
+	"\n"
 	"On start it prints \"listening URL\" per listener to stdout (with the port\n"
 	"actually bound). SIGTERM or SIGINT stop it cleanly: it prints a final\n"
 	"\"zl-kvd: exit ...\" stats line to stderr and exits 0.\n"
 	"\n"
 	"--stats URL asks the server at URL for its counters (a STATS request, so it\n"
 	"works on a running server from anywhere the URL reaches) and prints one\n"
-	"line of name=value pairs:\n"
-	"  keys mem limit      keys stored, bytes charged, the limit (0: none)\n"
+	"line of name=value pairs (with store=onesided in the URL: the one-sided\n"
+	"store's collector counters instead):\n"
+		"  keys mem limit      keys stored, bytes charged, the limit (0: none)\n"
 	"  slots draining resizes  hash table size, old table being drained, growths\n"
 	"  get put del scan cas stats  requests per operation\n"
 	"  notfound stale nospc nomem  -ENOENT, -ESTALE, -ENOSPC, -ENOMEM replies\n"
@@ -122,9 +135,20 @@ static void print_stats(struct zl_kvd *d, const char *what)
 	fprintf(stderr, "zl-kvd: %s %.*s\n", what, (int)n, line);
 }
 
+static void stop_all(struct zl_kvd *d, zl_kvos *os)
+{
+	if (d) {
+		zl_kvd_destroy(d);
+		return;
+	}
+	zl_kvos_close(os);
+	zl_server_close(g_srv);
+}
+
 int main(int argc, char **argv)
 {
-	enum { O_LISTEN = 256, O_MEM, O_EVERY, O_SLOTS, O_SLOT_SIZE, O_CLIENTS, O_SPIN, O_STATS };
+	enum { O_LISTEN = 256, O_MEM, O_EVERY, O_SLOTS, O_SLOT_SIZE, O_CLIENTS, O_SPIN, O_STATS,
+	       O_OS, O_OS_REGION, O_OS_SLOTS, O_OS_HB, O_OS_MAXREG };
 	static const struct option lo[] = {
 		{ "listen", required_argument, NULL, O_LISTEN },
 		{ "mem-limit", required_argument, NULL, O_MEM },
@@ -134,12 +158,19 @@ int main(int argc, char **argv)
 		{ "max-clients", required_argument, NULL, O_CLIENTS },
 		{ "spin-us", required_argument, NULL, O_SPIN },
 		{ "stats", required_argument, NULL, O_STATS },
+		{ "onesided", no_argument, NULL, O_OS },
+		{ "os-region", required_argument, NULL, O_OS_REGION },
+		{ "os-slots", required_argument, NULL, O_OS_SLOTS },
+		{ "os-heartbeat-ms", required_argument, NULL, O_OS_HB },
+		{ "os-max-regions", required_argument, NULL, O_OS_MAXREG },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
 	const char *urls[8], *stats_url = NULL;
-	int nurls = 0, quiet = 0;
+	int nurls = 0, quiet = 0, onesided = 0;
+	struct zl_kvos_opts oo;
+	zl_kvos_opts_init(&oo);
 	uint64_t mem = 0, every = 0, v;
 	struct zl_server_opts so;
 	zl_server_opts_init(&so);
@@ -189,6 +220,27 @@ int main(int argc, char **argv)
 		case O_STATS:
 			stats_url = optarg;
 			break;
+		case O_OS:
+			onesided = 1;
+			break;
+		case O_OS_REGION:
+			if (parse_u64(optarg, &oo.region_len, true))
+				goto bad;
+			break;
+		case O_OS_SLOTS:
+			if (parse_u64(optarg, &oo.nslots, false))
+				goto bad;
+			break;
+		case O_OS_HB:
+			if (parse_u64(optarg, &v, false) || !v || v > 86400000)
+				goto bad;
+			oo.hb_window_us = (int64_t)v * 1000;
+			break;
+		case O_OS_MAXREG:
+			if (parse_u64(optarg, &v, false) || !v || v > 16)
+				goto bad;
+			oo.max_regions = (uint32_t)v;
+			break;
 		case 'q':
 			quiet = 1;
 			break;
@@ -207,16 +259,29 @@ int main(int argc, char **argv)
 	if (!getenv("ZL_LOG"))
 		zl_set_log(on_log, NULL, ZL_LOG_WARN);
 	if (stats_url)
-		return query_stats(stats_url);
+		return strstr(stats_url, "store=onesided") ? kvd_os_stats(stats_url)
+							   : query_stats(stats_url);
 
-	struct zl_kvd *d;
-	struct zl_kvd_opts ko = { .mem_limit = mem, .server = &so };
-	int rc = zl_kvd_create(&ko, &d);
+	struct zl_kvd *d = NULL;
+	zl_kvos *os = NULL;
+	int rc;
+	if (onesided) {
+		if (mem)
+			oo.mem = mem;
+		oo.max_clients = so.max_clients;
+		rc = zl_server_create(&so, &g_srv);
+		if (!rc && (rc = zl_kvos_create(g_srv, &oo, &os)))
+			zl_server_close(g_srv);
+	} else {
+		struct zl_kvd_opts ko = { .mem_limit = mem, .server = &so };
+		rc = zl_kvd_create(&ko, &d);
+		if (!rc)
+			g_srv = zl_kvd_server(d);
+	}
 	if (rc) {
 		fprintf(stderr, "zl-kvd: start: %s\n", zl_strerror(rc));
 		return 1;
 	}
-	g_srv = zl_kvd_server(d);
 	for (int i = 0; i < nurls; i++) {
 		char url[600];
 		rc = zl_server_listen(g_srv, urls[i], NULL);
@@ -224,7 +289,7 @@ int main(int argc, char **argv)
 			rc = zl_server_url(g_srv, i, url, sizeof(url));
 		if (rc) {
 			fprintf(stderr, "zl-kvd: listen %s: %s\n", urls[i], zl_strerror(rc));
-			zl_kvd_destroy(d);
+			stop_all(d, os);
 			return 1;
 		}
 		if (!quiet)
@@ -242,12 +307,12 @@ int main(int argc, char **argv)
 			fprintf(stderr, "zl-kvd: serve: %s\n", zl_strerror(rc));
 			break;
 		}
-		if (every && !g_stop)
+		if (every && !g_stop && d)
 			print_stats(d, "stats");
 	}
-	if (!quiet)
+	if (!quiet && d)
 		print_stats(d, "exit");
-	zl_kvd_destroy(d);
+	stop_all(d, os);
 	return rc ? 1 : 0;
 bad:
 	fprintf(stderr, "zl-kvd: bad option value: %s\n\n", optarg);

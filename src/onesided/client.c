@@ -1,0 +1,400 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The one-sided store's client: the session with the server (HELLO,
+ * regions, heartbeats over zl_call) and the chunk's access method; the
+ * operations themselves are table.c's.
+ *
+ * Regions and heartbeats (seed 001, sections 3.3 and 4.2.3). A SET builds
+ * its container in the client's own region, bump-allocated, and asks for a
+ * new region (giving the full one back) when it does not fit. The server
+ * takes a client's regions back when it has not heard a heartbeat for
+ * hb_window_us; heartbeats ride on calls (one every window/4), so an idle
+ * client simply loses its regions and asks again later. Before the CAS
+ * that publishes a container, the client checks that its lease (last
+ * heartbeat sent + window/2, measured on our clock, which can only make it
+ * shorter than the server's) still holds, and renews it if not: a client
+ * that stopped never publishes into a region the server may have reused.
+ * The gap between that check and the CAS is a few instructions; a process
+ * stopped exactly there for longer than window/2 could still publish one
+ * stale word (shm cannot revoke a mapping), which readers then find
+ * invalid (-EBADMSG for that key) and the server turns into a hole.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "internal.h"
+#include "onesided.h"
+#include "os_proto.h"
+#include "sockutil.h"
+#include "table.h"
+#include "url.h"
+
+struct zl_os {
+	zl_client *cli;
+	struct os_table t;
+	uint8_t *base; /* shm: the chunk mapped here */
+	size_t map_len;
+	uint64_t session, seq;
+	int64_t window_us, hb_sent, next_hb;
+	uint64_t deletes; /* since the last heartbeat */
+	uint64_t garbage_told;
+	bool has_region;
+	uint32_t region;
+	uint64_t r_off, r_len, r_pos;
+	int64_t rpc_timeout;
+};
+
+/* ---- shm access ------------------------------------------------------------ */
+
+static int shm_read(void *ctx, uint64_t off, void *dst, uint32_t len)
+{
+	struct zl_os *os = ctx;
+	if (off < os->t.g.data_off && off >= os->t.g.table_off) {
+		/* table words: each an atomic load */
+		const uint64_t *src = (const uint64_t *)(os->base + off);
+		uint64_t *d = dst;
+		for (uint32_t i = 0; i < len / 8; i++)
+			d[i] = __atomic_load_n(&src[i], __ATOMIC_ACQUIRE);
+		return 0;
+	}
+	memcpy(dst, os->base + off, len);
+	return 0;
+}
+
+static int shm_write(void *ctx, uint64_t off, const void *src, uint32_t len)
+{
+	struct zl_os *os = ctx;
+	if (os->base + off != src)
+		memcpy(os->base + off, src, len);
+	return 0;
+}
+
+static int shm_cas(void *ctx, uint64_t off, uint64_t expect, uint64_t desired, uint64_t *old)
+{
+	struct zl_os *os = ctx;
+	uint64_t *w = (uint64_t *)(os->base + off);
+	__atomic_compare_exchange_n(w, &expect, desired, false, __ATOMIC_SEQ_CST,
+				    __ATOMIC_SEQ_CST);
+	*old = expect;
+	return 0;
+}
+
+static int shm_sync(void *ctx)
+{
+	(void)ctx;
+	return 0;
+}
+
+/* ---- session ------------------------------------------------------------- */
+
+static int rpc(struct zl_os *os, int type, const void *req, size_t len, void *rep,
+	       size_t replen)
+{
+	const void *p;
+	size_t n;
+	int rc = zl_call(os->cli, type, req, len, &p, &n, os->rpc_timeout);
+	if (rc)
+		return rc;
+	if (n != replen) {
+		ZL_LOG(ZL_LOG_ERROR, "onesided: reply of %zu bytes to request %d", n, type);
+		return -EPROTO;
+	}
+	memcpy(rep, p, n);
+	return 0;
+}
+
+/* Get the chunk's memfd through the server's abstract socket and map it. */
+static int map_shm(struct zl_os *os, const struct os_hello_rep *h)
+{
+	char name[sizeof(h->sock)];
+	memcpy(name, h->sock, sizeof(name));
+	if (!memchr(name, 0, sizeof(name)) || !name[0])
+		return -EPROTO;
+	int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (s < 0)
+		return -errno;
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	size_t k = strlen(name);
+	memcpy(a.sun_path + 1, name, k);
+	int64_t deadline = zl_now_us() + 5000000;
+	int32_t pid;
+	int rc = connect(s, (struct sockaddr *)&a,
+			 (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + k));
+	if (rc < 0)
+		rc = -errno;
+	if (!rc)
+		rc = zl_check_peer_uid(s, 0, "onesided server", &pid);
+	int fd = -1, nfd = 0;
+	char ack[8];
+	size_t got = 0;
+	if (!rc)
+		rc = zl_recv_fds(s, ack, sizeof(ack), &got, &fd, 1, &nfd, deadline);
+	close(s);
+	if (!rc && nfd != 1)
+		rc = -EPROTO;
+	if (!rc)
+		rc = zl_memfd_check(fd, h->chunk_len);
+	if (!rc) {
+		void *m = mmap(NULL, h->chunk_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		if (m == MAP_FAILED)
+			rc = -errno;
+		else
+			os->base = m, os->map_len = h->chunk_len;
+	}
+	if (fd >= 0)
+		close(fd);
+	return rc;
+}
+
+static int hello(struct zl_os *os, struct os_hello_rep *h)
+{
+	struct os_hello_req q = { .magic = OS_MAGIC, .version = OS_VERSION };
+	int rc = rpc(os, OS_HELLO, &q, sizeof(q), h, sizeof(*h));
+	if (rc)
+		return rc;
+	if (h->magic != OS_MAGIC)
+		return -EPROTO;
+	if (h->status)
+		return h->status < 0 ? h->status : -EPROTO;
+	os->session = h->session;
+	os->seq = 0;
+	os->window_us = (int64_t)h->hb_window_us;
+	os->hb_sent = zl_now_us();
+	os->next_hb = os->hb_sent + os->window_us / 4;
+	os->has_region = false;
+	return 0;
+}
+
+int zl_os_connect(const char *url, const struct zl_opts *opts, int64_t timeout_us,
+		  struct zl_os **out)
+{
+	const char *plain = url; /* store= already taken off */
+	struct zl_url u;
+	int rc = zl_url_parse(plain, &u);
+	if (rc)
+		return -EINVAL;
+	if (strcmp(u.scheme, "shm")) {
+		ZL_LOG(ZL_LOG_ERROR, "onesided: %s:// is not supported (shm:// is)", u.scheme);
+		return -EPROTONOSUPPORT;
+	}
+	struct zl_os *os = calloc(1, sizeof(*os));
+	if (!os)
+		return -ENOMEM;
+	os->rpc_timeout = timeout_us < 0 ? 5000000 : timeout_us;
+	rc = zl_client_connect(plain, opts, timeout_us, &os->cli);
+	if (rc) {
+		free(os);
+		return rc;
+	}
+	struct os_hello_rep h;
+	struct os_geom g = { 0 };
+	rc = hello(os, &h);
+	if (!rc) {
+		g = (struct os_geom){ .chunk_len = h.chunk_len, .table_off = h.table_off,
+				      .nslots = h.nslots, .data_off = h.data_off,
+				      .data_len = h.data_len, .region_len = h.region_len,
+				      .nregions = h.nregions };
+		rc = os_geom_check(&g);
+	}
+	if (!rc)
+		rc = map_shm(os, &h);
+	struct os_io io = { shm_read, shm_write, shm_cas, shm_sync, os };
+	if (!rc)
+		rc = os_table_init(&os->t, &g, &io);
+	if (rc) {
+		ZL_LOG(ZL_LOG_ERROR, "onesided: connect %s: %s", plain, zl_strerror(rc));
+		zl_os_close(os);
+		return rc;
+	}
+	*out = os;
+	return 0;
+}
+
+void zl_os_close(struct zl_os *os)
+{
+	if (!os)
+		return;
+	if (os->has_region) { /* give it back: its garbage is collected now */
+		struct os_region_req q = { .release = os->region, .want = 0 };
+		struct os_region_rep r;
+		os->rpc_timeout = 100000;
+		(void)rpc(os, OS_REGION, &q, sizeof(q), &r, sizeof(r));
+	}
+	os_table_fini(&os->t);
+	if (os->base)
+		munmap(os->base, os->map_len);
+	zl_client_close(os->cli);
+	free(os);
+}
+
+/* Renew the lease; a session the server let expire starts over. */
+static int heartbeat(struct zl_os *os)
+{
+	struct os_hb_req q = { .deletes = os->deletes };
+	if (os->t.garbage != os->garbage_told) {
+		q.garbage_slot = os->t.garbage_slot + 1;
+		os->garbage_told = os->t.garbage;
+	}
+	struct os_hb_rep r;
+	int64_t sent = zl_now_us();
+	int rc = rpc(os, OS_HEARTBEAT, &q, sizeof(q), &r, sizeof(r));
+	if (rc)
+		return rc;
+	os->deletes = 0;
+	os->t.load = r.load_ppm / 1e6;
+	if (r.status == -ENOENT) {
+		struct os_hello_rep h;
+		return hello(os, &h);
+	}
+	if (r.status)
+		return -EPROTO;
+	os->hb_sent = sent;
+	os->next_hb = sent + os->window_us / 4;
+	return 0;
+}
+
+static int maybe_heartbeat(struct zl_os *os)
+{
+	return zl_now_us() >= os->next_hb ? heartbeat(os) : 0;
+}
+
+static int may_commit(void *arg)
+{
+	struct zl_os *os = arg;
+	if (zl_now_us() < os->hb_sent + os->window_us / 2)
+		return 0;
+	uint64_t session = os->session;
+	int rc = heartbeat(os);
+	return rc ? rc : os->session != session ? -ENOENT : 0;
+}
+
+/* Room for size bytes in our region: a fresh region when it is full. */
+static int reserve(struct zl_os *os, uint64_t size)
+{
+	if (size > os->t.g.region_len)
+		return -EMSGSIZE;
+	if (os->has_region && os->r_len - os->r_pos >= size)
+		return 0;
+	struct os_region_req q = { .release = os->has_region ? os->region : OS_NONE,
+				   .want = 1 };
+	struct os_region_rep r;
+	os->has_region = false;
+	int rc = rpc(os, OS_REGION, &q, sizeof(q), &r, sizeof(r));
+	if (rc)
+		return rc;
+	if (r.status == -ENOENT) {
+		struct os_hello_rep h;
+		return (rc = hello(os, &h)) ? rc : -EAGAIN;
+	}
+	if (r.status)
+		return r.status < 0 && r.status != -EDQUOT ? r.status : -ENOSPC;
+	const struct os_geom *g = &os->t.g;
+	if (r.region >= g->nregions || r.off != g->data_off + (uint64_t)r.region * g->region_len ||
+	    r.len != g->region_len)
+		return -EPROTO;
+	os->has_region = true;
+	os->region = r.region;
+	os->r_off = r.off;
+	os->r_len = r.len;
+	os->r_pos = 0;
+	return 0;
+}
+
+static bool key_ok(const void *key, size_t klen)
+{
+	return key && klen >= 1 && klen <= ZL_KV_MAX_KEY;
+}
+
+int zl_os_get(struct zl_os *os, const void *key, size_t klen, const void **val, size_t *vlen,
+	      uint64_t *version, int64_t timeout_us)
+{
+	(void)timeout_us; /* the data path never waits for the server */
+	if (!key_ok(key, klen))
+		return -EINVAL;
+	int rc = maybe_heartbeat(os);
+	if (rc)
+		return rc;
+	const uint8_t *v;
+	uint32_t n;
+	uint64_t ver;
+	rc = os_get(&os->t, key, (uint32_t)klen, &v, &n, &ver);
+	if (rc)
+		return rc;
+	if (val)
+		*val = v;
+	if (vlen)
+		*vlen = n;
+	if (version)
+		*version = ver;
+	return 0;
+}
+
+int zl_os_put(struct zl_os *os, const void *key, size_t klen, const void *val, size_t vlen,
+	      uint64_t expected, uint64_t *new_version, int64_t timeout_us)
+{
+	(void)timeout_us;
+	if (!key_ok(key, klen) || vlen > ZL_KV_MAX_VAL || (vlen && !val))
+		return -EINVAL;
+	int rc = maybe_heartbeat(os);
+	uint64_t size = os_ct_size(klen, vlen);
+	for (int attempt = 0; !rc && attempt < 3; attempt++) {
+		if ((rc = reserve(os, size)) == -EAGAIN) {
+			rc = 0;
+			continue;
+		}
+		if (rc)
+			break;
+		if (os->seq == UINT32_MAX) { /* versions of this session used up */
+			struct os_hello_rep h;
+			rc = hello(os, &h);
+			continue;
+		}
+		uint64_t ver = os->session << 32 | ++os->seq;
+		uint64_t off = os->r_off + os->r_pos;
+		struct os_wctx w = { .off = off, .local = os->base + off, .version = ver,
+				     .may_commit = may_commit, .arg = os };
+		uint64_t session = os->session;
+		rc = os_set(&os->t, key, (uint32_t)klen, val, (uint32_t)vlen, expected, &w);
+		if (os->session == session && os->has_region)
+			os->r_pos += size; /* written, published or not */
+		if (!rc && new_version)
+			*new_version = ver;
+		if (rc != -ENOENT)
+			break;
+		rc = 0; /* the session expired under us: again with a new one */
+	}
+	return rc;
+}
+
+int zl_os_del(struct zl_os *os, const void *key, size_t klen, int64_t timeout_us)
+{
+	(void)timeout_us;
+	if (!key_ok(key, klen))
+		return -EINVAL;
+	int rc = maybe_heartbeat(os);
+	if (!rc && !(rc = os_del(&os->t, key, (uint32_t)klen)))
+		os->deletes++;
+	return rc;
+}
+
+static void count(struct zl_kv_opcount *o, const struct os_counts *c)
+{
+	*o = (struct zl_kv_opcount){ .calls = c->ops, .reads = c->reads, .writes = c->writes,
+				     .atomics = c->cas, .round_trips = c->syncs,
+				     .probes = c->probes, .retries = c->retries };
+}
+
+void zl_os_info(const struct zl_os *os, struct zl_kv_info *info)
+{
+	info->onesided = 1;
+	count(&info->get, &os->t.get);
+	count(&info->set, &os->t.set);
+	count(&info->del, &os->t.del);
+	info->garbage = os->t.garbage;
+}

@@ -1,0 +1,69 @@
+/* SPDX-License-Identifier: MIT */
+/* The one-sided store's server state, shared by server.c (requests, the
+ * chunk) and gc.c (the collector thread). */
+#ifndef ZL_OS_SERVER_H
+#define ZL_OS_SERVER_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include "layout.h"
+#include "onesided.h"
+#include "os_proto.h"
+
+#define OS_MAX_HELD 16 /* regions one client may hold, at most */
+#define OS_REPAIRS 64  /* garbage slots queued for checking */
+
+enum { R_FREE, R_CLIENT, R_COLLECT, R_SRV_CUR, R_SRV_FULL };
+
+struct os_sess {
+	uint64_t client; /* zl_req_client id; 0: unused */
+	uint64_t session;
+	int64_t last_hb;
+	uint32_t nheld;
+	uint32_t held[OS_MAX_HELD];
+};
+
+struct zl_kvos {
+	zl_server *srv;
+	struct zl_kvos_opts o;
+	struct os_geom g;
+	uint8_t *base; /* the chunk */
+	int memfd;
+	int lsock;     /* abstract socket handing out the memfd */
+	char sockname[48];
+
+	pthread_mutex_t mu; /* everything below up to the collector's own */
+	uint8_t *rstate;
+	uint64_t *rents; /* entries pointing into each region, at the last walk */
+	uint32_t nfree;
+	struct os_sess *sess;
+	uint64_t next_session;
+	uint64_t repair[OS_REPAIRS];
+	uint32_t nrepair;
+	uint64_t deletes_told;
+	uint32_t load_ppm;
+
+	/* the collector thread's own */
+	pthread_t thr;
+	atomic_bool stop;
+	bool has_cur;
+	uint32_t cur;
+	uint64_t cur_pos;
+	uint8_t *buf; /* a private copy of one container */
+	int64_t next_scan;
+	uint64_t c_copied, c_holes, c_moved; /* copied into st under mu */
+
+	struct os_stats_rep st; /* under mu */
+};
+
+/* server.c: give all of a session's regions to the collector (under mu). */
+void os_sess_drop(struct zl_kvos *s, struct os_sess *c);
+
+/* gc.c */
+void *os_collector(void *arg);
+/* The region's index for a chunk offset, or -1 outside the data space. */
+int64_t os_region_of(const struct zl_kvos *s, uint64_t off);
+
+#endif

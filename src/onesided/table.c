@@ -1,0 +1,404 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Client operations of the one-sided store (seed 001, section 3.5): FIND,
+ * GET, SET and DELETE on the server's table with reads, writes and CAS
+ * only. Layout in layout.h.
+ *
+ * FIND(key) walks the table from slot hash(key) & mask (linear probing):
+ * an empty slot ends the walk (absent); a hole is stepped over; any other
+ * word's container is read and checked; a locked word (the server is
+ * rebuilding the chain) restarts the walk. DELETE CASes word w to w|DEL
+ * (same tag; the slot keeps its key, so chains through it stay whole). SET
+ * writes a container into the caller's own region for (slot, tag+1), then
+ * CASes the slot's word w to (container, tag+1). Entries are never cleared
+ * by clients, only by the server's cleanup, under the lock bit.
+ *
+ * Lock-freedom. A call restarts only when a CAS failed or a word it read
+ * changed (or a container it read did not check out, which again means its
+ * word changed). Each of these means another client or the server
+ * completed a change in the meantime: some call always finishes, so the
+ * operations are lock-free (Herlihy), with the server's locks as the one
+ * exception: a locked chain holds callers back while the server rebuilds
+ * it, a bounded piece of local work. Every call gives up after a bounded
+ * time (-EAGAIN), so a dead server cannot hang a client either.
+ *
+ * Linearizability. GET takes effect when it reads the word it returns the
+ * container of, SET and DELETE at their successful CAS. A reader that read
+ * word (X, tag T) at slot s accepts the container it then reads at X only
+ * if the container says (s, T) and its CRCs hold. Why that container is
+ * the one the word meant, even if X was collected and reused meanwhile:
+ *   - A container for (s, T) is written only by a SET that read s holding
+ *     tag T-1, or by the server moving the word (X', T-1) at s (it writes
+ *     the copy as (s, T), then CASes). Tags at a slot only grow: every CAS
+ *     that changes the offset also increments the tag (SET, the server's
+ *     moves and clears; DELETE changes only the flag). So once s holds tag
+ *     T, no one can read T-1 there again, and no new container for (s, T)
+ *     can be made, except after 2^30 changes of one slot: a client's call
+ *     re-reads before it CASes once it has run 100 ms (the heartbeat
+ *     argument of section 4.2.3, with our own bound).
+ *   - Several containers for (s, T) can exist (SETs racing for the same
+ *     word; only one CAS wins), but the word (X, T) names one offset, so
+ *     the container at X that says (s, T) is the winner's: a loser writes
+ *     its container in its own region, never at X, and re-seals it for a
+ *     new (slot, tag) before trying again.
+ *   - A torn read (the region reused while we copy) mixes two containers;
+ *     vcrc covers header, key and value, kcrc is inside the header's hcrc:
+ *     a mixture passes with probability about 2^-32 per check.
+ *   - Containers are complete before their word is published: shm stores
+ *     them before a sequentially consistent CAS; on rdma a reader that sees
+ *     the word before the bytes have landed fails the CRC and retries.
+ * A word whose container never checks out while the word stays the same
+ * was written by a faulty or hostile client. FIND steps over it (counted
+ * in garbage, and reported so the server turns it into a hole); GET of a
+ * key whose own container is corrupt returns -EBADMSG, never the bytes.
+ * Offsets are bounds-checked before any read, lengths come only from a
+ * checked header, and a walk ends after nslots probes.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "clock.h"
+#include "table.h"
+#include "zipline_kv.h"
+
+#define CALL_BUDGET_US 1000000 /* a call gives up after this (-EAGAIN) */
+#define ABA_BOUND_US 100000    /* re-read before a CAS after this long */
+#define RA_MIN 128u
+#define RA_MAX 4096u
+
+uint32_t os_ra_entries(double a)
+{
+	if (a < 0)
+		a = 0;
+	if (a > 0.95)
+		a = 0.95;
+	double c = 0.5 * (1.0 + 1.0 / (1.0 - a));
+	uint32_t n = (uint32_t)c;
+	return n < c ? n + 1 : n;
+}
+
+int os_table_init(struct os_table *t, const struct os_geom *g, const struct os_io *io)
+{
+	memset(t, 0, sizeof(*t));
+	int rc = os_geom_check(g);
+	if (rc)
+		return rc;
+	t->g = *g;
+	t->io = *io;
+	t->ra_bytes = 256;
+	t->buf_cap = (uint32_t)os_ct_size(ZL_KV_MAX_KEY, ZL_KV_MAX_VAL) + RA_MAX;
+	t->ents_cap = 64;
+	t->buf = malloc(t->buf_cap);
+	t->ents = malloc(t->ents_cap * sizeof(uint64_t));
+	if (!t->buf || !t->ents) {
+		os_table_fini(t);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+void os_table_fini(struct os_table *t)
+{
+	free(t->buf);
+	free(t->ents);
+	t->buf = NULL;
+	t->ents = NULL;
+}
+
+/* ---- access with counts --------------------------------------------------- */
+
+static int rd(struct os_table *t, struct os_counts *c, uint64_t off, void *dst, uint32_t len)
+{
+	c->reads++;
+	return t->io.read(t->io.ctx, off, dst, len);
+}
+
+static int sync_io(struct os_table *t, struct os_counts *c)
+{
+	c->syncs++;
+	return t->io.sync(t->io.ctx);
+}
+
+static uint64_t slot_off(const struct os_table *t, uint64_t s)
+{
+	return t->g.table_off + s * 8;
+}
+
+/* Read n entries from slot s on into t->ents (two reads where they wrap). */
+static int read_ents(struct os_table *t, struct os_counts *c, uint64_t s, uint32_t n)
+{
+	uint64_t first = t->g.nslots - s;
+	int rc;
+	if (n <= first) {
+		rc = rd(t, c, slot_off(t, s), t->ents, n * 8);
+	} else {
+		rc = rd(t, c, slot_off(t, s), t->ents, (uint32_t)first * 8);
+		if (!rc)
+			rc = rd(t, c, slot_off(t, 0), t->ents + first, (uint32_t)(n - first) * 8);
+	}
+	return rc ? rc : sync_io(t, c);
+}
+
+static int read_word(struct os_table *t, struct os_counts *c, uint64_t s, uint64_t *w)
+{
+	int rc = rd(t, c, slot_off(t, s), w, 8);
+	return rc ? rc : sync_io(t, c);
+}
+
+/* ---- FIND ----------------------------------------------------------------- */
+
+struct found {
+	uint64_t slot, w;
+	bool match;
+	uint64_t size; /* the match's container size (its bytes in t->buf) */
+};
+
+enum { F_DONE = 0, F_RESTART = 1 };
+
+/* Read the container of word w at slot s into t->buf (at least header and
+ * key; more as read ahead) and check header and key: 1 valid (*size set,
+ * *have bytes of it in t->buf), 0 invalid. */
+static int load_ct(struct os_table *t, struct os_counts *c, uint64_t s, uint64_t w,
+		   uint64_t *size, uint64_t *have, int *err)
+{
+	uint64_t pos = (uint64_t)os_e_off(w) * OS_UNIT;
+	uint64_t dend = t->g.data_off + t->g.data_len;
+	*err = 0;
+	if (pos < t->g.data_off || pos > dend - os_ct_size(1, 0))
+		return 0;
+	uint64_t room = dend - pos;
+	uint32_t want = t->ra_bytes;
+	if (want > room)
+		want = (uint32_t)room;
+	if ((*err = rd(t, c, pos, t->buf, want)) || (*err = sync_io(t, c)))
+		return 0;
+	const struct os_ct *h = (const struct os_ct *)t->buf;
+	uint64_t sz = os_ct_check_hdr(h, (uint32_t)s, os_e_tag(w));
+	if (!sz || sz > room)
+		return 0;
+	*have = want < sz ? want : sz;
+	if (*have < OS_CT_HDR + h->klen) {
+		uint64_t need = OS_CT_HDR + h->klen;
+		if ((*err = rd(t, c, pos + *have, t->buf + *have, (uint32_t)(need - *have))) ||
+		    (*err = sync_io(t, c)))
+			return 0;
+		*have = need;
+	}
+	/* read ahead next time what this container took, within bounds */
+	uint32_t next = sz > RA_MAX ? RA_MAX : (uint32_t)sz < RA_MIN ? RA_MIN : (uint32_t)sz;
+	t->ra_bytes = (t->ra_bytes + next + 7) / 2 & ~7u;
+	if (!os_ct_check_key(t->buf))
+		return 0;
+	*size = sz;
+	return 1;
+}
+
+/* The rest of a matching container (after have bytes) and its vcrc. */
+static int load_rest(struct os_table *t, struct os_counts *c, uint64_t w, uint64_t size,
+		     uint64_t have, int *err)
+{
+	*err = 0;
+	if (have < size) {
+		uint64_t pos = (uint64_t)os_e_off(w) * OS_UNIT;
+		if ((*err = rd(t, c, pos + have, t->buf + have, (uint32_t)(size - have))) ||
+		    (*err = sync_io(t, c)))
+			return 0;
+	}
+	return os_ct_check_all(t->buf);
+}
+
+static int find(struct os_table *t, struct os_counts *c, const void *key, uint32_t klen,
+		uint64_t home, bool want_all, struct found *f)
+{
+	uint64_t mask = t->g.nslots - 1, s = home & mask;
+	uint32_t n = os_ra_entries(t->load);
+	if (n > t->ents_cap)
+		n = t->ents_cap;
+	if (n > t->g.nslots)
+		n = (uint32_t)t->g.nslots;
+	uint32_t i = n;
+	for (uint64_t probes = 0; probes < t->g.nslots; probes++, s = (s + 1) & mask, i++) {
+		int rc;
+		if (i == n) {
+			if ((rc = read_ents(t, c, s, n)))
+				return rc;
+			i = 0;
+		}
+		uint64_t w = t->ents[i];
+		c->probes++;
+		if (os_e_locked(w))
+			return F_RESTART;
+		if (os_e_off(w) == OS_OFF_EMPTY) {
+			*f = (struct found){ .slot = s, .w = w };
+			return F_DONE;
+		}
+		if (os_e_off(w) == OS_OFF_HOLE)
+			continue;
+		uint64_t size = 0, have = 0;
+		int ok = load_ct(t, c, s, w, &size, &have, &rc);
+		if (rc)
+			return rc;
+		if (!ok) {
+			uint64_t again;
+			if ((rc = read_word(t, c, s, &again)))
+				return rc;
+			if (again != w)
+				return F_RESTART;
+			t->garbage++;
+			t->garbage_slot = s;
+			continue;
+		}
+		const struct os_ct *h = (const struct os_ct *)t->buf;
+		if (h->klen != klen || memcmp(t->buf + OS_CT_HDR, key, klen))
+			continue;
+		*f = (struct found){ .slot = s, .w = w, .match = true, .size = size };
+		if (want_all && !os_e_deleted(w) && !load_rest(t, c, w, size, have, &rc)) {
+			if (rc)
+				return rc;
+			uint64_t again;
+			if ((rc = read_word(t, c, s, &again)))
+				return rc;
+			if (again != w)
+				return F_RESTART;
+			t->garbage++;
+			t->garbage_slot = s;
+			return -EBADMSG;
+		}
+		return F_DONE;
+	}
+	return -ENOSPC;
+}
+
+/* Pause before restart number r: spin first, then sleep up to 1 ms. */
+static void backoff(uint32_t r)
+{
+	if (r < 4)
+		return;
+	long ns = r < 14 ? 1000l << (r - 4) : 1000000l;
+	struct timespec ts = { 0, ns };
+	nanosleep(&ts, NULL);
+}
+
+/* Run find until it settles or the call's budget is spent. */
+static int find_settled(struct os_table *t, struct os_counts *c, const void *key,
+			uint32_t klen, uint64_t home, bool want_all, struct found *f,
+			int64_t start, uint32_t *round)
+{
+	for (;; (*round)++) {
+		int rc = find(t, c, key, klen, home, want_all, f);
+		if (rc != F_RESTART)
+			return rc;
+		c->retries++;
+		if (zl_now_us() - start > CALL_BUDGET_US)
+			return -EAGAIN;
+		backoff(*round);
+	}
+}
+
+/* ---- GET, SET, DELETE ----------------------------------------------------- */
+
+int os_get(struct os_table *t, const void *key, uint32_t klen, const uint8_t **val,
+	   uint32_t *vlen, uint64_t *version)
+{
+	struct found f;
+	uint32_t round = 0;
+	t->get.ops++;
+	int rc = find_settled(t, &t->get, key, klen, os_hash(key, klen), true, &f,
+			      zl_now_us(), &round);
+	if (rc)
+		return rc;
+	if (!f.match || os_e_deleted(f.w))
+		return -ENOENT;
+	const struct os_ct *h = (const struct os_ct *)t->buf;
+	*val = t->buf + OS_CT_HDR + h->klen;
+	*vlen = h->vlen;
+	*version = h->version;
+	return 0;
+}
+
+int os_set(struct os_table *t, const void *key, uint32_t klen, const void *val,
+	   uint32_t vlen, uint64_t expected, const struct os_wctx *w)
+{
+	uint64_t home = os_hash(key, klen), size = os_ct_size(klen, vlen);
+	bool sealed = false;
+	int64_t start = zl_now_us();
+	t->set.ops++;
+	for (uint32_t round = 0;; round++) {
+		struct found f;
+		int64_t t0 = zl_now_us();
+		int rc = find_settled(t, &t->set, key, klen, home, false, &f, start, &round);
+		if (rc)
+			return rc;
+		bool live = f.match && !os_e_deleted(f.w);
+		if (expected != UINT64_MAX) {
+			uint64_t have = live ? ((const struct os_ct *)t->buf)->version : 0;
+			if (have != expected)
+				return -ESTALE;
+		}
+		uint32_t tag = os_tag_next(os_e_tag(f.w));
+		if (!sealed) {
+			memcpy(w->local + OS_CT_HDR, key, klen);
+			memcpy(w->local + OS_CT_HDR + klen, val, vlen);
+			os_ct_seal(w->local, klen, vlen, (uint32_t)f.slot, tag, w->version);
+			sealed = true;
+		} else {
+			os_ct_reseal(w->local, (uint32_t)f.slot, tag);
+		}
+		t->set.writes++;
+		if ((rc = t->io.write(t->io.ctx, w->off, w->local, (uint32_t)size)))
+			return rc;
+		if (w->may_commit && (rc = w->may_commit(w->arg)))
+			return rc;
+		if (zl_now_us() - t0 > ABA_BOUND_US) {
+			/* the word we read may be too old: read again */
+			if (zl_now_us() - start > CALL_BUDGET_US)
+				return -EAGAIN;
+			continue;
+		}
+		uint64_t nw = os_e_make((uint32_t)(w->off / OS_UNIT), tag, 0), old = 0;
+		t->set.cas++;
+		if ((rc = t->io.cas(t->io.ctx, slot_off(t, f.slot), f.w, nw, &old)) ||
+		    (rc = sync_io(t, &t->set)))
+			return rc;
+		if (old == f.w)
+			return 0;
+		t->set.retries++;
+		if (zl_now_us() - start > CALL_BUDGET_US)
+			return -EAGAIN;
+		backoff(round);
+	}
+}
+
+int os_del(struct os_table *t, const void *key, uint32_t klen)
+{
+	uint64_t home = os_hash(key, klen);
+	int64_t start = zl_now_us();
+	t->del.ops++;
+	for (uint32_t round = 0;; round++) {
+		struct found f;
+		int64_t t0 = zl_now_us();
+		int rc = find_settled(t, &t->del, key, klen, home, false, &f, start, &round);
+		if (rc)
+			return rc;
+		if (!f.match || os_e_deleted(f.w))
+			return -ENOENT;
+		if (zl_now_us() - t0 > ABA_BOUND_US) {
+			if (zl_now_us() - start > CALL_BUDGET_US)
+				return -EAGAIN;
+			continue;
+		}
+		uint64_t old = 0;
+		t->del.cas++;
+		if ((rc = t->io.cas(t->io.ctx, slot_off(t, f.slot), f.w, f.w | OS_DEL, &old)) ||
+		    (rc = sync_io(t, &t->del)))
+			return rc;
+		if (old == f.w)
+			return 0;
+		t->del.retries++;
+		if (zl_now_us() - start > CALL_BUDGET_US)
+			return -EAGAIN;
+		backoff(round);
+	}
+}
