@@ -160,7 +160,7 @@ struct zl_kvos_opts {
 	uint64_t nslots;       /* hash table slots, a power of two, 0: mem /
 	                          256 rounded up (at least 1024) */
 	int64_t hb_window_us;  /* a client not heard from for this long loses
-	                          its regions; default 5 s, at least 1 ms */
+	                          its regions; default 5 s, at least 50 ms */
 	uint32_t max_clients;  /* sessions at once, 1..65536; default 1024 */
 	uint32_t reserved[3];
 };

@@ -25,6 +25,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "clock.h"
@@ -49,6 +50,16 @@ struct zl_os {
 	uint64_t r_off, r_len, r_pos;
 	int64_t rpc_timeout;
 };
+
+/* Heartbeats and leases on the coarse clock (a few ns instead of tens on
+ * every call): it lags by at most a few ms, far inside the lease's margin
+ * of window/2 (the window is at least 50 ms). */
+static int64_t coarse_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
 
 /* ---- shm access ------------------------------------------------------------ */
 
@@ -164,8 +175,9 @@ static int hello(struct zl_os *os, struct os_hello_rep *h)
 		return h->status < 0 ? h->status : -EPROTO;
 	os->session = h->session;
 	os->seq = 0;
+	os->t.load = h->load_ppm / 1e6;
 	os->window_us = (int64_t)h->hb_window_us;
-	os->hb_sent = zl_now_us();
+	os->hb_sent = coarse_us();
 	os->next_hb = os->hb_sent + os->window_us / 4;
 	os->has_region = false;
 	return 0;
@@ -205,8 +217,8 @@ int zl_os_connect(const char *url, const struct zl_opts *opts, int64_t timeout_u
 	if (!rc)
 		rc = map_shm(os, &h);
 	struct os_io io = { shm_read, shm_write, shm_cas, shm_sync, os };
-	if (!rc)
-		rc = os_table_init(&os->t, &g, &io);
+	if (!rc && !(rc = os_table_init(&os->t, &g, &io)))
+		os->t.load = h.load_ppm / 1e6;
 	if (rc) {
 		ZL_LOG(ZL_LOG_ERROR, "onesided: connect %s: %s", plain, zl_strerror(rc));
 		zl_os_close(os);
@@ -242,7 +254,7 @@ static int heartbeat(struct zl_os *os)
 		os->garbage_told = os->t.garbage;
 	}
 	struct os_hb_rep r;
-	int64_t sent = zl_now_us();
+	int64_t sent = coarse_us();
 	int rc = rpc(os, OS_HEARTBEAT, &q, sizeof(q), &r, sizeof(r));
 	if (rc)
 		return rc;
@@ -261,21 +273,35 @@ static int heartbeat(struct zl_os *os)
 
 static int maybe_heartbeat(struct zl_os *os)
 {
-	return zl_now_us() >= os->next_hb ? heartbeat(os) : 0;
+	return coarse_us() >= os->next_hb ? heartbeat(os) : 0;
 }
 
 static int may_commit(void *arg)
 {
 	struct zl_os *os = arg;
-	if (zl_now_us() < os->hb_sent + os->window_us / 2)
+	if (coarse_us() < os->hb_sent + os->window_us / 2)
 		return 0;
 	uint64_t session = os->session;
 	int rc = heartbeat(os);
 	return rc ? rc : os->session != session ? -ENOENT : 0;
 }
 
-/* Room for size bytes in our region: a fresh region when it is full. */
-static int reserve(struct zl_os *os, uint64_t size)
+/* Room for size bytes in our region: a fresh region when it is full;
+ * while none is free (the collector is behind), ask again until the
+ * call's deadline (-1: none). */
+static int reserve_once(struct zl_os *os, uint64_t size);
+static int reserve(struct zl_os *os, uint64_t size, int64_t deadline)
+{
+	for (uint32_t n = 0;; n++) {
+		int rc = reserve_once(os, size);
+		if (rc != -ENOSPC || (deadline >= 0 && zl_now_us() >= deadline))
+			return rc;
+		struct timespec ts = { 0, n < 10 ? 100000 : 1000000 };
+		nanosleep(&ts, NULL);
+	}
+}
+
+static int reserve_once(struct zl_os *os, uint64_t size)
 {
 	if (size > os->t.g.region_len)
 		return -EMSGSIZE;
@@ -338,13 +364,13 @@ int zl_os_get(struct zl_os *os, const void *key, size_t klen, const void **val, 
 int zl_os_put(struct zl_os *os, const void *key, size_t klen, const void *val, size_t vlen,
 	      uint64_t expected, uint64_t *new_version, int64_t timeout_us)
 {
-	(void)timeout_us;
 	if (!key_ok(key, klen) || vlen > ZL_KV_MAX_VAL || (vlen && !val))
 		return -EINVAL;
+	int64_t deadline = timeout_us < 0 ? -1 : zl_now_us() + timeout_us;
 	int rc = maybe_heartbeat(os);
 	uint64_t size = os_ct_size(klen, vlen);
 	for (int attempt = 0; !rc && attempt < 3; attempt++) {
-		if ((rc = reserve(os, size)) == -EAGAIN) {
+		if ((rc = reserve(os, size, deadline)) == -EAGAIN) {
 			rc = 0;
 			continue;
 		}

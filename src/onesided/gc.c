@@ -109,6 +109,7 @@ static uint64_t srv_alloc(struct zl_kvos *s, uint64_t n)
 			s->has_cur = true;
 			s->cur = r;
 			s->cur_pos = 0;
+			s->rents[r] = UINT64_MAX; /* unknown until a walk counts it */
 			s->st.regions_server++;
 			break;
 		}
@@ -128,8 +129,10 @@ static uint64_t put_copy(struct zl_kvos *s, uint64_t slot, uint32_t tag, bool de
 		os_ct_reseal(s->buf, (uint32_t)slot, tag);
 	uint64_t size = os_ct_size(h->klen, h->vlen);
 	uint64_t off = srv_alloc(s, size);
-	if (off)
+	if (off) {
 		memcpy(s->base + off, s->buf, size);
+		s->rcopied[s->cur]++; /* only this thread writes it; read under mu */
+	}
 	return off;
 }
 
@@ -171,21 +174,51 @@ static bool move_out(struct zl_kvos *s, uint64_t i, uint64_t w, const uint8_t *s
 	return true;
 }
 
-/* Collect every region in state R_COLLECT; count entries per region. */
-static void collect(struct zl_kvos *s)
+/* Choose this walk's regions (under mu): when free regions run short, the
+ * full server region with the largest share of garbage first; then the
+ * regions given back or taken from silent clients, at most as many as are
+ * free (each needs at most one region of copies, and frees one, so a walk
+ * never leaves fewer free regions than it found). Returns how many. */
+static uint32_t choose(struct zl_kvos *s, uint8_t *set)
+{
+	if (s->nfree < s->g.nregions / 8 + RESERVE + 1) {
+		int64_t best = -1;
+		double share = 0.9; /* at least 10% garbage to be worth a walk */
+		for (uint32_t r = 0; r < s->g.nregions; r++) {
+			if (s->rstate[r] != R_SRV_FULL || !s->rcopied[r] || s->rents[r] == UINT64_MAX)
+				continue;
+			double f = (double)s->rents[r] / (double)s->rcopied[r];
+			if (f < share)
+				share = f, best = r;
+		}
+		if (best >= 0) {
+			s->rstate[best] = R_COLLECT;
+			s->st.regions_server--;
+		}
+	}
+	uint32_t k = s->nfree ? s->nfree : 1, n = 0;
+	for (uint32_t r = 0; r < s->g.nregions && n < k; r++)
+		if (s->rstate[r] == R_COLLECT)
+			set[r] = 1, n++;
+	return n;
+}
+
+/* One walk: collect the chosen regions, count entries per region. Returns
+ * whether there was anything to do. */
+static bool collect(struct zl_kvos *s)
 {
 	uint8_t *set = calloc(s->g.nregions, 1);
-	if (!set)
-		return;
-	bool any = false;
+	uint64_t *ents = calloc(s->g.nregions, sizeof(uint64_t));
+	if (!set || !ents) {
+		free(set);
+		free(ents);
+		return false;
+	}
 	pthread_mutex_lock(&s->mu);
-	for (uint32_t r = 0; r < s->g.nregions; r++)
-		if (s->rstate[r] == R_COLLECT)
-			set[r] = 1, any = true;
+	uint32_t n = choose(s, set);
 	pthread_mutex_unlock(&s->mu);
 	bool ok = true;
-	uint64_t *ents = calloc(s->g.nregions, sizeof(uint64_t));
-	for (uint64_t i = 0; any && ents && ok && i < s->g.nslots; i++) {
+	for (uint64_t i = 0; n && ok && i < s->g.nslots; i++) {
 		uint64_t w = ld(s, i);
 		ok = move_out(s, i, w, set);
 		w = ld(s, i);
@@ -194,40 +227,25 @@ static void collect(struct zl_kvos *s)
 			ents[r]++;
 	}
 	pthread_mutex_lock(&s->mu);
-	if (any && ents && ok) {
+	if (n && ok) {
 		for (uint32_t r = 0; r < s->g.nregions; r++) {
+			if (s->rstate[r] == R_SRV_CUR)
+				ents[r] = UINT64_MAX; /* still filling: not counted whole */
 			if (set[r]) {
 				s->rstate[r] = R_FREE;
+				s->rcopied[r] = 0;
 				s->nfree++;
 			}
 		}
 		memcpy(s->rents, ents, s->g.nregions * sizeof(uint64_t));
 		s->st.gc_runs++;
-	} else if (any) {
+	} else if (n) {
 		ZL_LOG(ZL_LOG_WARN, "onesided: no free region to collect into; will retry");
 	}
 	pthread_mutex_unlock(&s->mu);
 	free(ents);
 	free(set);
-}
-
-/* When free regions run short, mark the full server region with the fewest
- * entries for collection. */
-static void pick_mature(struct zl_kvos *s)
-{
-	pthread_mutex_lock(&s->mu);
-	int64_t best = -1;
-	if (s->nfree < s->g.nregions / 8 + 3) {
-		for (uint32_t r = 0; r < s->g.nregions; r++)
-			if (s->rstate[r] == R_SRV_FULL && (best < 0 || s->rents[r] < s->rents[best]))
-				best = r;
-		/* only worth it if it frees room: fewer entries than fit twice */
-		if (best >= 0 && s->rents[best] * os_ct_size(1, 0) * 2 < s->g.region_len) {
-			s->rstate[best] = R_COLLECT;
-			s->st.regions_server--;
-		}
-	}
-	pthread_mutex_unlock(&s->mu);
+	return n && ok;
 }
 
 /* ---- table cleanup -------------------------------------------------------- */
@@ -419,8 +437,7 @@ void *os_collector(void *arg)
 		serve_memfd(s);
 		expire(s);
 		repairs(s);
-		pick_mature(s);
-		collect(s);
+		bool busy = collect(s);
 		if (zl_now_us() >= s->next_scan) {
 			scan(s);
 			s->next_scan = zl_now_us() + SCAN_EVERY_US;
@@ -430,7 +447,8 @@ void *os_collector(void *arg)
 		s->st.gc_holes = s->c_holes;
 		s->st.cleanup_moved = s->c_moved;
 		pthread_mutex_unlock(&s->mu);
-		sleep_ns(TICK_NS);
+		if (!busy) /* more regions may be waiting: go on at once */
+			sleep_ns(TICK_NS);
 	}
 	return NULL;
 }

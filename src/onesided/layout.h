@@ -88,6 +88,7 @@ int os_geom_check(const struct os_geom *g);
 
 /* CRC32C (Castagnoli): SSE4.2 crc32 where the CPU has it, else a table. */
 uint32_t os_crc32c(uint32_t crc, const void *p, size_t n);
+uint32_t os_crc32c_sw(uint32_t crc, const void *p, size_t n);
 
 /* The home slot hash of a key: 64 bits, well mixed. */
 uint64_t os_hash(const void *key, size_t klen);

@@ -36,6 +36,8 @@ struct os_hello_rep {
 	                          heartbeat */
 	char sock[48];         /* shm: the abstract socket that hands out the
 	                          chunk's memfd, NUL-terminated */
+	uint32_t load_ppm;     /* occupied slots at the last scan */
+	uint32_t pad;
 };
 
 struct os_region_req {

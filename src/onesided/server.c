@@ -24,7 +24,6 @@
 #include "server.h"
 #include "sockutil.h"
 
-#define RESERVE 2 /* regions clients cannot take: the collector's */
 
 ZL_API void zl_kvos_opts_init(struct zl_kvos_opts *o)
 {
@@ -82,6 +81,7 @@ static int on_hello(zl_req *req, void *arg)
 		*c = (struct os_sess){ .client = id, .session = ++s->next_session,
 				       .last_hb = zl_now_us() };
 		r.session = c->session;
+		r.load_ppm = s->load_ppm;
 		s->st.clients++;
 	}
 	pthread_mutex_unlock(&s->mu);
@@ -182,7 +182,7 @@ static uint64_t pow2_at_least(uint64_t x)
 static int make_geom(const struct zl_kvos_opts *o, struct os_geom *g)
 {
 	if (!o->region_len || o->region_len % OS_UNIT || o->mem < 2 * o->region_len ||
-	    o->hb_window_us < 1000 || !o->max_regions || o->max_regions > OS_MAX_HELD ||
+	    o->hb_window_us < 50000 || !o->max_regions || o->max_regions > OS_MAX_HELD ||
 	    !o->max_clients || o->max_clients > 65536)
 		return -EINVAL;
 	if (o->nslots && (o->nslots & (o->nslots - 1)))
@@ -243,11 +243,12 @@ ZL_API int zl_kvos_create(zl_server *srv, const struct zl_kvos_opts *opts, zl_kv
 	pthread_mutex_init(&s->mu, NULL);
 	s->rstate = calloc(g.nregions, 1);
 	s->rents = calloc(g.nregions, sizeof(uint64_t));
+	s->rcopied = calloc(g.nregions, sizeof(uint64_t));
 	s->sess = calloc(o.max_clients, sizeof(*s->sess));
 	s->buf = malloc(os_ct_size(ZL_KV_MAX_KEY, ZL_KV_MAX_VAL));
 	s->nfree = g.nregions;
 	int rc = 0;
-	if (!s->rstate || !s->rents || !s->sess || !s->buf)
+	if (!s->rstate || !s->rents || !s->rcopied || !s->sess || !s->buf)
 		rc = -ENOMEM;
 	if (!rc && (s->memfd = zl_memfd_sealed("zipline-onesided", g.chunk_len)) < 0)
 		rc = s->memfd;
@@ -297,6 +298,7 @@ ZL_API void zl_kvos_close(zl_kvos *s)
 	pthread_mutex_destroy(&s->mu);
 	free(s->rstate);
 	free(s->rents);
+	free(s->rcopied);
 	free(s->sess);
 	free(s->buf);
 	free(s);

@@ -14,6 +14,7 @@
 
 #define OS_MAX_HELD 16 /* regions one client may hold, at most */
 #define OS_REPAIRS 64  /* garbage slots queued for checking */
+#define RESERVE 2      /* free regions clients cannot take: the collector's */
 
 enum { R_FREE, R_CLIENT, R_COLLECT, R_SRV_CUR, R_SRV_FULL };
 
@@ -36,7 +37,9 @@ struct zl_kvos {
 
 	pthread_mutex_t mu; /* everything below up to the collector's own */
 	uint8_t *rstate;
-	uint64_t *rents; /* entries pointing into each region, at the last walk */
+	uint64_t *rents;   /* entries pointing into each region, at the last
+	                      walk (UINT64_MAX: not counted) */
+	uint64_t *rcopied; /* containers the collector wrote into a region */
 	uint32_t nfree;
 	struct os_sess *sess;
 	uint64_t next_session;

@@ -66,7 +66,7 @@
 #define CALL_BUDGET_US 1000000 /* a call gives up after this (-EAGAIN) */
 #define ABA_BOUND_US 100000    /* re-read before a CAS after this long */
 #define RA_MIN 128u
-#define RA_MAX 4096u
+#define RA_MAX OS_RA_MAX
 
 uint32_t os_ra_entries(double a)
 {
@@ -92,7 +92,8 @@ int os_table_init(struct os_table *t, const struct os_geom *g, const struct os_i
 	t->ents_cap = 64;
 	t->buf = malloc(t->buf_cap);
 	t->ents = malloc(t->ents_cap * sizeof(uint64_t));
-	if (!t->buf || !t->ents) {
+	t->pre = malloc(OS_PRELOAD * RA_MAX);
+	if (!t->buf || !t->ents || !t->pre) {
 		os_table_fini(t);
 		return -ENOMEM;
 	}
@@ -103,6 +104,8 @@ void os_table_fini(struct os_table *t)
 {
 	free(t->buf);
 	free(t->ents);
+	free(t->pre);
+	t->pre = NULL;
 	t->buf = NULL;
 	t->ents = NULL;
 }
@@ -172,8 +175,16 @@ static int load_ct(struct os_table *t, struct os_counts *c, uint64_t s, uint64_t
 	uint32_t want = t->ra_bytes;
 	if (want > room)
 		want = (uint32_t)room;
-	if ((*err = rd(t, c, pos, t->buf, want)) || (*err = sync_io(t, c)))
+	uint32_t k = 0;
+	while (k < OS_PRELOAD && t->pre_w[k] != w)
+		k++;
+	if (k < OS_PRELOAD) { /* read with the entries' batch */
+		want = t->pre_len[k];
+		memcpy(t->buf, t->pre + (size_t)k * RA_MAX, want);
+		t->pre_w[k] = 0;
+	} else if ((*err = rd(t, c, pos, t->buf, want)) || (*err = sync_io(t, c))) {
 		return 0;
+	}
 	const struct os_ct *h = (const struct os_ct *)t->buf;
 	uint64_t sz = os_ct_check_hdr(h, (uint32_t)s, os_e_tag(w));
 	if (!sz || sz > room)
@@ -209,6 +220,33 @@ static int load_rest(struct os_table *t, struct os_counts *c, uint64_t w, uint64
 	return os_ct_check_all(t->buf);
 }
 
+/* Pre-load the containers of the first occupied entries of a walk, as
+ * many as Knuth's expected probes (os_ra_entries), in one batch with one
+ * wait: a collision chain then costs no further round trip. */
+static int preload(struct os_table *t, struct os_counts *c, uint32_t n)
+{
+	uint32_t m = os_ra_entries(t->load), k = 0;
+	uint64_t dend = t->g.data_off + t->g.data_len;
+	memset(t->pre_w, 0, sizeof(t->pre_w));
+	if (m > OS_PRELOAD)
+		m = OS_PRELOAD;
+	for (uint32_t j = 0; j < n && k < m; j++) {
+		uint64_t w = t->ents[j], pos = (uint64_t)os_e_off(w) * OS_UNIT;
+		if (os_e_locked(w) || os_e_off(w) == OS_OFF_EMPTY)
+			break;
+		if (os_e_off(w) == OS_OFF_HOLE || pos < t->g.data_off ||
+		    pos > dend - os_ct_size(1, 0))
+			continue;
+		uint32_t len = t->ra_bytes < dend - pos ? t->ra_bytes : (uint32_t)(dend - pos);
+		int rc = rd(t, c, pos, t->pre + (size_t)k * RA_MAX, len);
+		if (rc)
+			return rc;
+		t->pre_w[k] = w;
+		t->pre_len[k++] = len;
+	}
+	return k ? sync_io(t, c) : 0;
+}
+
 static int find(struct os_table *t, struct os_counts *c, const void *key, uint32_t klen,
 		uint64_t home, bool want_all, struct found *f)
 {
@@ -222,7 +260,7 @@ static int find(struct os_table *t, struct os_counts *c, const void *key, uint32
 	for (uint64_t probes = 0; probes < t->g.nslots; probes++, s = (s + 1) & mask, i++) {
 		int rc;
 		if (i == n) {
-			if ((rc = read_ents(t, c, s, n)))
+			if ((rc = read_ents(t, c, s, n)) || (!probes && (rc = preload(t, c, n))))
 				return rc;
 			i = 0;
 		}
@@ -291,7 +329,9 @@ static int find_settled(struct os_table *t, struct os_counts *c, const void *key
 		if (rc != F_RESTART)
 			return rc;
 		c->retries++;
-		if (zl_now_us() - start > CALL_BUDGET_US)
+		if (!start)
+			start = zl_now_us(); /* GETs read the clock only on a restart */
+		else if (zl_now_us() - start > CALL_BUDGET_US)
 			return -EAGAIN;
 		backoff(*round);
 	}
@@ -305,8 +345,7 @@ int os_get(struct os_table *t, const void *key, uint32_t klen, const uint8_t **v
 	struct found f;
 	uint32_t round = 0;
 	t->get.ops++;
-	int rc = find_settled(t, &t->get, key, klen, os_hash(key, klen), true, &f,
-			      zl_now_us(), &round);
+	int rc = find_settled(t, &t->get, key, klen, os_hash(key, klen), true, &f, 0, &round);
 	if (rc)
 		return rc;
 	if (!f.match || os_e_deleted(f.w))

@@ -43,7 +43,13 @@ struct os_table {
 	uint32_t buf_cap;
 	uint64_t *ents;        /* entries read ahead */
 	uint32_t ents_cap;
+	/* containers pre-loaded with the first entries (section 4.3.3) */
+	uint8_t *pre;          /* OS_PRELOAD slots of OS_RA_MAX bytes */
+	uint64_t pre_w[8];     /* the word each was read for (0: none) */
+	uint32_t pre_len[8];
 };
+#define OS_PRELOAD 8u
+#define OS_RA_MAX 4096u
 
 /* Where a container may be written: the caller's region, and what happens
  * before a SET commits. */

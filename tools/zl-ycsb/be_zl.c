@@ -52,11 +52,34 @@ static int zh_open(const char *addr, const struct be_conf *cf, void **h)
 	return rc < 0 ? fail(z, rc, addr) : 0;
 }
 
+static double per(uint64_t n, uint64_t calls)
+{
+	return calls ? (double)n / (double)calls : 0;
+}
+
+/* The one-sided operations each call cost (exact counts, not timings). */
+static void print_counts(zl_kv *kv)
+{
+	struct zl_kv_info i = { .size = sizeof(i) };
+	if (zl_kv_info(kv, &i) || !i.onesided)
+		return;
+	const struct zl_kv_opcount *g = &i.get, *s = &i.set;
+	printf("zl-ycsb: one-sided operations per call: GET (%llu calls) %.3f reads, %.3f round "
+	       "trips, %.3f probes, %.3f retries; SET (%llu calls) %.3f reads, %.3f writes, "
+	       "%.3f CAS, %.3f round trips, %.3f retries\n",
+	       (unsigned long long)g->calls, per(g->reads, g->calls), per(g->round_trips, g->calls),
+	       per(g->probes, g->calls), per(g->retries, g->calls), (unsigned long long)s->calls,
+	       per(s->reads, s->calls), per(s->writes, s->calls), per(s->atomics, s->calls),
+	       per(s->round_trips, s->calls), per(s->retries, s->calls));
+}
+
 static void zh_close(void *h)
 {
 	struct zh *z = h;
-	if (z)
+	if (z && z->kv) {
+		print_counts(z->kv);
 		zl_kv_close(z->kv);
+	}
 	free(z);
 }
 

@@ -215,6 +215,11 @@ int main(int argc, char **argv)
 		       "either)\n", o.url, o.w.name, o.be->scheme);
 		return 3;
 	}
+	if (o.w.prop[OP_SCAN] > 0 && strstr(o.url, "store=onesided")) {
+		printf("zl-ycsb: %s: workload %c: n/a (the one-sided store is a hash table: "
+		       "no scans)\n", o.url, o.w.name);
+		return 3;
+	}
 	signal(SIGPIPE, SIG_IGN); /* a dead server is an error return, not a signal */
 
 	char desc[160];
