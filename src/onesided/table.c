@@ -65,6 +65,11 @@
 
 #define CALL_BUDGET_US 1000000 /* a call gives up after this (-EAGAIN) */
 #define ABA_BOUND_US 100000    /* re-read before a CAS after this long */
+/* Containers pre-loaded beyond Knuth's expected probes: chains longer than
+ * the mean then rarely cost another round trip (at load 0.5: 2.25 round
+ * trips per GET with none, 2.09 with two; reads 3.0 and 3.7). */
+#define PRELOAD_EXTRA 2u
+#define ENTRIES_MIN 8u /* entries read at once: one 64-byte line */
 #define RA_MIN 128u
 #define RA_MAX OS_RA_MAX
 
@@ -225,7 +230,7 @@ static int load_rest(struct os_table *t, struct os_counts *c, uint64_t w, uint64
  * wait: a collision chain then costs no further round trip. */
 static int preload(struct os_table *t, struct os_counts *c, uint32_t n)
 {
-	uint32_t m = os_ra_entries(t->load), k = 0;
+	uint32_t m = os_ra_entries(t->load) + PRELOAD_EXTRA, k = 0;
 	uint64_t dend = t->g.data_off + t->g.data_len;
 	memset(t->pre_w, 0, sizeof(t->pre_w));
 	if (m > OS_PRELOAD)
@@ -251,7 +256,7 @@ static int find(struct os_table *t, struct os_counts *c, const void *key, uint32
 		uint64_t home, bool want_all, struct found *f)
 {
 	uint64_t mask = t->g.nslots - 1, s = home & mask;
-	uint32_t n = os_ra_entries(t->load);
+	uint32_t n = ENTRIES_MIN > os_ra_entries(t->load) ? ENTRIES_MIN : os_ra_entries(t->load);
 	if (n > t->ents_cap)
 		n = t->ents_cap;
 	if (n > t->g.nslots)
