@@ -16,6 +16,11 @@
  * is not (it may see writes made between replies; keys still come in
  * strictly ascending order, each once).
  *
+ * The one-sided store (store=onesided in the URL; docs/onesided.md) has
+ * the same calls, served by the clients themselves on the server's memory:
+ * each operation is linearizable too, but versions are unique per write
+ * without order, and zl_kv_scan gives -EOPNOTSUPP (see zl_kv_connect(3)).
+ *
  * Limits: keys 1..ZL_KV_MAX_KEY bytes, values 0..ZL_KV_MAX_VAL bytes.
  *
  * Conventions as zipline.h: 0 or -errno; timeouts in microseconds (0

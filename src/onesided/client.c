@@ -9,15 +9,17 @@
  * new region (giving the full one back) when it does not fit. The server
  * takes a client's regions back when it has not heard a heartbeat for
  * hb_window_us; heartbeats ride on calls (one every window/4), so an idle
- * client simply loses its regions and asks again later. Before the CAS
- * that publishes a container, the client checks that its lease (last
- * heartbeat sent + window/2, measured on our clock, which can only make it
- * shorter than the server's) still holds, and renews it if not: a client
- * that stopped never publishes into a region the server may have reused.
- * The gap between that check and the CAS is a few instructions; a process
- * stopped exactly there for longer than window/2 could still publish one
- * stale word (shm cannot revoke a mapping), which readers then find
- * invalid (-EBADMSG for that key) and the server turns into a hole.
+ * client simply loses its regions and asks again later. Before it writes
+ * a container and again before the CAS that publishes it, the client
+ * checks that its lease (last heartbeat sent + window/2, measured on our
+ * clock, which can only make it shorter than the server's) still holds,
+ * and renews it if not: a client that stopped never writes or publishes
+ * into a region the server may have reused. The gaps between a check and
+ * the write or CAS are a few instructions; a process stopped exactly there
+ * for longer than window/2 could still spoil containers of the region's
+ * next owner or publish one stale word (shm cannot revoke a mapping),
+ * which readers then find invalid (-EBADMSG for those keys) and the server
+ * turns into holes. zl_os_close ends the session (BYE).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -232,11 +234,10 @@ void zl_os_close(struct zl_os *os)
 {
 	if (!os)
 		return;
-	if (os->has_region) { /* give it back: its garbage is collected now */
-		struct os_region_req q = { .release = os->region, .want = 0 };
-		struct os_region_rep r;
+	if (os->cli) { /* end the session: its regions are collected now */
+		struct os_hb_rep r;
 		os->rpc_timeout = 100000;
-		(void)rpc(os, OS_REGION, &q, sizeof(q), &r, sizeof(r));
+		(void)rpc(os, OS_BYE, "", 0, &r, sizeof(r));
 	}
 	os_table_fini(&os->t);
 	if (os->base)
@@ -332,6 +333,12 @@ static int reserve_once(struct zl_os *os, uint64_t size)
 	return 0;
 }
 
+/* A call's budget for restarts (table.c): its timeout, 1 s for none. */
+static void budget(struct zl_os *os, int64_t timeout_us)
+{
+	os->t.budget_us = timeout_us < 0 ? 1000000 : timeout_us;
+}
+
 static bool key_ok(const void *key, size_t klen)
 {
 	return key && klen >= 1 && klen <= ZL_KV_MAX_KEY;
@@ -340,7 +347,6 @@ static bool key_ok(const void *key, size_t klen)
 int zl_os_get(struct zl_os *os, const void *key, size_t klen, const void **val, size_t *vlen,
 	      uint64_t *version, int64_t timeout_us)
 {
-	(void)timeout_us; /* the data path never waits for the server */
 	if (!key_ok(key, klen))
 		return -EINVAL;
 	int rc = maybe_heartbeat(os);
@@ -349,6 +355,7 @@ int zl_os_get(struct zl_os *os, const void *key, size_t klen, const void **val, 
 	const uint8_t *v;
 	uint32_t n;
 	uint64_t ver;
+	budget(os, timeout_us);
 	rc = os_get(&os->t, key, (uint32_t)klen, &v, &n, &ver);
 	if (rc)
 		return rc;
@@ -367,20 +374,25 @@ int zl_os_put(struct zl_os *os, const void *key, size_t klen, const void *val, s
 	if (!key_ok(key, klen) || vlen > ZL_KV_MAX_VAL || (vlen && !val))
 		return -EINVAL;
 	int64_t deadline = timeout_us < 0 ? -1 : zl_now_us() + timeout_us;
+	budget(os, timeout_us);
 	int rc = maybe_heartbeat(os);
 	uint64_t size = os_ct_size(klen, vlen);
-	for (int attempt = 0; !rc && attempt < 3; attempt++) {
+	/* a new session (expired, or its versions used up) or a region lost
+	 * with it sends us round again; three rounds at most */
+	for (int attempt = 0; !rc; attempt++) {
+		if (attempt == 3)
+			return -EAGAIN;
+		if (os->seq == UINT32_MAX) {
+			struct os_hello_rep h;
+			rc = hello(os, &h);
+			continue;
+		}
 		if ((rc = reserve(os, size, deadline)) == -EAGAIN) {
 			rc = 0;
 			continue;
 		}
 		if (rc)
 			break;
-		if (os->seq == UINT32_MAX) { /* versions of this session used up */
-			struct os_hello_rep h;
-			rc = hello(os, &h);
-			continue;
-		}
 		uint64_t ver = os->session << 32 | ++os->seq;
 		uint64_t off = os->r_off + os->r_pos;
 		struct os_wctx w = { .off = off, .local = os->base + off, .version = ver,
@@ -389,21 +401,23 @@ int zl_os_put(struct zl_os *os, const void *key, size_t klen, const void *val, s
 		rc = os_set(&os->t, key, (uint32_t)klen, val, (uint32_t)vlen, expected, &w);
 		if (os->session == session && os->has_region)
 			os->r_pos += size; /* written, published or not */
+		if (rc == -ENOENT) { /* the session expired under us */
+			rc = 0;
+			continue;
+		}
 		if (!rc && new_version)
 			*new_version = ver;
-		if (rc != -ENOENT)
-			break;
-		rc = 0; /* the session expired under us: again with a new one */
+		return rc;
 	}
 	return rc;
 }
 
 int zl_os_del(struct zl_os *os, const void *key, size_t klen, int64_t timeout_us)
 {
-	(void)timeout_us;
 	if (!key_ok(key, klen))
 		return -EINVAL;
 	int rc = maybe_heartbeat(os);
+	budget(os, timeout_us);
 	if (!rc && !(rc = os_del(&os->t, key, (uint32_t)klen)))
 		os->deletes++;
 	return rc;

@@ -12,9 +12,11 @@
  * the entry: the copy is abandoned (its space is not reused, as in the
  * seed) unless the new word still points into the region. After the walk
  * no entry points into the region (clients never move entries, and the
- * region's owner is gone) and it is free. Full server regions are
- * collected the same way when free regions run short, the one with the
- * fewest entries first (the mature generation).
+ * region's owner is gone) and it is free. One walk takes as many regions
+ * as there are free ones (each needs at most a region of copies). Full
+ * server regions (the mature generation) are collected the same way when
+ * free regions run short, the one with the largest share of garbage first
+ * (entries counted at the last walk, against the copies written there).
  *
  * Table cleanup. Deleted entries and holes are removed chain by chain: the
  * server CASes the lock bit onto the deleted slot and every following one

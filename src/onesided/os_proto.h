@@ -8,6 +8,8 @@
  *   REGION     release a region (or none) and get a fresh one
  *   HEARTBEAT  keep the regions; report deletes and garbage slots seen
  *   STATS      the server's counters (tools and tests)
+ *   BYE        end the session (reply: struct os_hb_rep); its regions are
+ *              collected at once
  */
 #ifndef ZL_OS_PROTO_H
 #define ZL_OS_PROTO_H
@@ -18,7 +20,7 @@
 #define OS_VERSION 1u
 #define OS_NONE UINT32_MAX
 
-enum { OS_HELLO = 1, OS_REGION = 2, OS_HEARTBEAT = 3, OS_STATS = 4 };
+enum { OS_HELLO = 1, OS_REGION = 2, OS_HEARTBEAT = 3, OS_STATS = 4, OS_BYE = 5 };
 
 struct os_hello_req {
 	uint64_t magic;

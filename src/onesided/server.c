@@ -156,6 +156,20 @@ static int on_heartbeat(zl_req *req, void *arg)
 	return zl_reply(req, &r, sizeof(r));
 }
 
+static int on_bye(zl_req *req, void *arg)
+{
+	struct zl_kvos *s = arg;
+	struct os_hb_rep r = { .status = -ENOENT };
+	pthread_mutex_lock(&s->mu);
+	struct os_sess *c = sess_find(s, zl_req_client(req));
+	if (c) {
+		os_sess_drop(s, c);
+		r.status = 0;
+	}
+	pthread_mutex_unlock(&s->mu);
+	return zl_reply(req, &r, sizeof(r));
+}
+
 static int on_stats(zl_req *req, void *arg)
 {
 	struct zl_kvos *s = arg;
@@ -264,6 +278,7 @@ ZL_API int zl_kvos_create(zl_server *srv, const struct zl_kvos_opts *opts, zl_kv
 		zl_server_handle(srv, OS_REGION, on_region, s);
 		zl_server_handle(srv, OS_HEARTBEAT, on_heartbeat, s);
 		zl_server_handle(srv, OS_STATS, on_stats, s);
+		zl_server_handle(srv, OS_BYE, on_bye, s);
 		rc = -pthread_create(&s->thr, NULL, os_collector, s);
 	}
 	if (rc) {
@@ -287,7 +302,7 @@ ZL_API void zl_kvos_close(zl_kvos *s)
 		atomic_store(&s->stop, true);
 		pthread_join(s->thr, NULL);
 	}
-	for (int t = OS_HELLO; t <= OS_STATS; t++)
+	for (int t = OS_HELLO; t <= OS_BYE; t++)
 		zl_server_handle(s->srv, t, NULL, NULL);
 	if (s->base != MAP_FAILED)
 		munmap(s->base, s->g.chunk_len);

@@ -63,7 +63,6 @@
 #include "table.h"
 #include "zipline_kv.h"
 
-#define CALL_BUDGET_US 1000000 /* a call gives up after this (-EAGAIN) */
 #define ABA_BOUND_US 100000    /* re-read before a CAS after this long */
 /* Containers pre-loaded beyond Knuth's expected probes: chains longer than
  * the mean then rarely cost another round trip (at load 0.5: 2.25 round
@@ -202,9 +201,10 @@ static int load_ct(struct os_table *t, struct os_counts *c, uint64_t s, uint64_t
 			return 0;
 		*have = need;
 	}
-	/* read ahead next time what this container took, within bounds */
+	/* read ahead next time what this container took, within bounds: up at
+	 * once, down slowly */
 	uint32_t next = sz > RA_MAX ? RA_MAX : (uint32_t)sz < RA_MIN ? RA_MIN : (uint32_t)sz;
-	t->ra_bytes = (t->ra_bytes + next + 7) / 2 & ~7u;
+	t->ra_bytes = next >= t->ra_bytes ? next : ((t->ra_bytes + next) / 2 + 7) & ~7u;
 	if (!os_ct_check_key(t->buf))
 		return 0;
 	*size = sz;
@@ -334,9 +334,11 @@ static int find_settled(struct os_table *t, struct os_counts *c, const void *key
 		if (rc != F_RESTART)
 			return rc;
 		c->retries++;
+		if (!t->budget_us)
+			return -EAGAIN;
 		if (!start)
 			start = zl_now_us(); /* GETs read the clock only on a restart */
-		else if (zl_now_us() - start > CALL_BUDGET_US)
+		else if (zl_now_us() - start > t->budget_us)
 			return -EAGAIN;
 		backoff(*round);
 	}
@@ -352,7 +354,7 @@ int os_get(struct os_table *t, const void *key, uint32_t klen, const uint8_t **v
 	t->get.ops++;
 	int rc = find_settled(t, &t->get, key, klen, os_hash(key, klen), true, &f, 0, &round);
 	if (rc)
-		return rc;
+		return rc == -ENOSPC ? -ENOENT : rc; /* a full table without it */
 	if (!f.match || os_e_deleted(f.w))
 		return -ENOENT;
 	const struct os_ct *h = (const struct os_ct *)t->buf;
@@ -390,6 +392,10 @@ int os_set(struct os_table *t, const void *key, uint32_t klen, const void *val,
 		} else {
 			os_ct_reseal(w->local, (uint32_t)f.slot, tag);
 		}
+		/* the lease is checked before the region is written, and again
+		 * before the word is published */
+		if (w->may_commit && (rc = w->may_commit(w->arg)))
+			return rc;
 		t->set.writes++;
 		if ((rc = t->io.write(t->io.ctx, w->off, w->local, (uint32_t)size)))
 			return rc;
@@ -397,7 +403,7 @@ int os_set(struct os_table *t, const void *key, uint32_t klen, const void *val,
 			return rc;
 		if (zl_now_us() - t0 > ABA_BOUND_US) {
 			/* the word we read may be too old: read again */
-			if (zl_now_us() - start > CALL_BUDGET_US)
+			if (zl_now_us() - start > t->budget_us)
 				return -EAGAIN;
 			continue;
 		}
@@ -409,7 +415,7 @@ int os_set(struct os_table *t, const void *key, uint32_t klen, const void *val,
 		if (old == f.w)
 			return 0;
 		t->set.retries++;
-		if (zl_now_us() - start > CALL_BUDGET_US)
+		if (zl_now_us() - start > t->budget_us)
 			return -EAGAIN;
 		backoff(round);
 	}
@@ -425,11 +431,11 @@ int os_del(struct os_table *t, const void *key, uint32_t klen)
 		int64_t t0 = zl_now_us();
 		int rc = find_settled(t, &t->del, key, klen, home, false, &f, start, &round);
 		if (rc)
-			return rc;
+			return rc == -ENOSPC ? -ENOENT : rc;
 		if (!f.match || os_e_deleted(f.w))
 			return -ENOENT;
 		if (zl_now_us() - t0 > ABA_BOUND_US) {
-			if (zl_now_us() - start > CALL_BUDGET_US)
+			if (zl_now_us() - start > t->budget_us)
 				return -EAGAIN;
 			continue;
 		}
@@ -441,7 +447,7 @@ int os_del(struct os_table *t, const void *key, uint32_t klen)
 		if (old == f.w)
 			return 0;
 		t->del.retries++;
-		if (zl_now_us() - start > CALL_BUDGET_US)
+		if (zl_now_us() - start > t->budget_us)
 			return -EAGAIN;
 		backoff(round);
 	}

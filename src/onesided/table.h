@@ -33,7 +33,8 @@ struct os_counts {
 struct os_table {
 	struct os_geom g;
 	struct os_io io;
-	uint32_t max_retries;  /* restarts of one call before it gives up */
+	int64_t budget_us;     /* a call that keeps restarting gives up after
+	                          this long (-EAGAIN); 0: after one try */
 	double load;           /* the load factor last heard from the server */
 	uint32_t ra_bytes;     /* container bytes read ahead (adapts) */
 	struct os_counts get, set, del;
@@ -68,7 +69,7 @@ void os_table_fini(struct os_table *t);
 
 /* 0 and the value in t->buf (*val, *vlen, *version), -ENOENT, -EBADMSG
  * (the key's entry stayed corrupt), -EAGAIN (kept changing, or locked, for
- * max_retries rounds), or io's errors. */
+ * budget_us), or io's errors. */
 int os_get(struct os_table *t, const void *key, uint32_t klen, const uint8_t **val,
 	   uint32_t *vlen, uint64_t *version);
 
@@ -78,7 +79,8 @@ int os_get(struct os_table *t, const void *key, uint32_t klen, const uint8_t **v
 int os_set(struct os_table *t, const void *key, uint32_t klen, const void *val,
 	   uint32_t vlen, uint64_t expected, const struct os_wctx *w);
 
-/* 0, -ENOENT, -EAGAIN, io's errors. */
+/* 0, -ENOENT, -EAGAIN, io's errors. A walk over a full table without the
+ * key: -ENOENT from os_get and os_del, -ENOSPC from os_set. */
 int os_del(struct os_table *t, const void *key, uint32_t klen);
 
 /* Readahead of entries for a load factor a: Knuth's expected probes for a

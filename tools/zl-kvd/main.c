@@ -42,11 +42,12 @@ static const char usage_text[] =
 	"the URL and GET, PUT, DELETE and CAS by reading and writing the server's\n"
 	"memory themselves (shm:// for now); SCAN is not offered.\n"
 	"  --onesided          serve the one-sided store instead; --mem-limit is then\n"
-	"                      its data space (default 256m)\n"
+	"                      its data space (default 256m); --stats-every and the\n"
+	"                      final stats line are the two-sided store's only\n"
 	"  --os-region BYTES   region size, the largest container (default 4m)\n"
 	"  --os-slots N        hash table slots, a power of two (default mem/256)\n"
-	"  --os-heartbeat-ms MS  a silent client loses its regions after MS\n"
-	"                      (default 5000)\n"
+	"  --os-heartbeat-ms MS  a silent client loses its regions after MS, at\n"
+	"                      least 50 (default 5000)\n"
 	"  --os-max-regions N  regions per client (default 2)\n"
 	"\n"
 	"On start it prints \"listening URL\" per listener to stdout (with the port\n"
@@ -232,7 +233,7 @@ int main(int argc, char **argv)
 				goto bad;
 			break;
 		case O_OS_HB:
-			if (parse_u64(optarg, &v, false) || !v || v > 86400000)
+			if (parse_u64(optarg, &v, false) || v < 50 || v > 86400000)
 				goto bad;
 			oo.hb_window_us = (int64_t)v * 1000;
 			break;
