@@ -107,10 +107,11 @@ int main(void)
 	CHECK_RC(zl_kv_put(a, "huge", 4, val, ZL_KV_MAX_VAL, OST_TMO), -EMSGSIZE);
 	CHECK_RC(zl_kv_get(a, "huge", 4, &v, &vl, NULL, OST_TMO), -ENOENT);
 
-	/* 200 MB of overwrites of 2000 keys through 64 MiB: regions are
+	/* 200 MB (scaled) of overwrites of 2000 keys through 64 MiB: regions are
 	 * given back and collected while we go on; every key still reads
 	 * its last value */
-	for (int round = 0; round < 100; round++) {
+	int rounds = (int)tl_scaled(100);
+	for (int round = 0; round < rounds; round++) {
 		for (int k = 0; k < 2000; k++) {
 			char key[16];
 			snprintf(key, sizeof(key), "key%d", k);
@@ -122,7 +123,7 @@ int main(void)
 	for (int k = 0; k < 2000; k++) {
 		char key[16];
 		snprintf(key, sizeof(key), "key%d", k);
-		fill(val, 1000, (uint32_t)(99 * 7919 + k));
+		fill(val, 1000, (uint32_t)((rounds - 1) * 7919 + k));
 		CHECK_OK(zl_kv_get(a, key, strlen(key), &v, &vl, NULL, OST_TMO));
 		CHECKF(vl == 1000 && !memcmp(v, val, 1000), "key%d after collections", k);
 	}

@@ -2,13 +2,18 @@
 /*
  * For the one-sided store's tests: a zl_server with the one-sided store
  * (zl_kvos) serving on a thread of this process, on a fresh shm:// URL;
- * clients connect to s->url (store=onesided included). Child processes
- * forked after ost_start may connect too.
+ * clients connect to s->url (store=onesided included). Fork client
+ * processes before ost_start: a fork while the server's threads run can
+ * leave a child blocked on a lock one of them held (seen in ASan's
+ * allocator); children wait for s->url in shared memory.
  */
 #ifndef ZL_OS_LIB_H
 #define ZL_OS_LIB_H
 
+#include <errno.h>
 #include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -35,6 +40,15 @@ static void *ost_serve(void *arg)
 	return NULL;
 }
 
+/* The transport: shm, or rdma when ZL_OS_TEST_SCHEME=rdma (the VM suite:
+ * the server listens on ZL_TEST_URL_rdma, clients add
+ * ZL_TEST_CONNECT_rdma to the URL it bound). */
+static inline bool ost_rdma(void)
+{
+	const char *e = getenv("ZL_OS_TEST_SCHEME");
+	return e && !strcmp(e, "rdma");
+}
+
 /* o NULL: defaults, except a 64 MiB data space of 1 MiB regions. */
 static inline void ost_start(struct ost_server *s, const struct zl_kvos_opts *o)
 {
@@ -44,12 +58,31 @@ static inline void ost_start(struct ost_server *s, const struct zl_kvos_opts *o)
 	d.mem = 64u << 20;
 	d.region_len = 1u << 20;
 	d.max_regions = 4;
-	snprintf(s->plain, sizeof(s->plain), "shm://zlos-%d-%d", (int)getpid(), seq++);
-	snprintf(s->url, sizeof(s->url), "%s?store=onesided", s->plain);
+	char listen[600];
+	const char *rurl = getenv("ZL_TEST_URL_rdma"), *rcon = getenv("ZL_TEST_CONNECT_rdma");
+	if (ost_rdma() && !rurl)
+		SKIP("ZL_OS_TEST_SCHEME=rdma without ZL_TEST_URL_rdma (the VM suite sets it)");
+	if (ost_rdma())
+		snprintf(listen, sizeof(listen), "%s", rurl);
+	else
+		snprintf(listen, sizeof(listen), "shm://zlos-%d-%d", (int)getpid(), seq++);
 	CHECK_OK(zl_server_create(NULL, &s->srv));
 	int rc = zl_kvos_create(s->srv, o ? o : &d, &s->os);
 	CHECKF(rc == 0, "zl_kvos_create: %s", zl_strerror(rc));
-	CHECK_OK(zl_server_listen(s->srv, s->plain, NULL));
+	rc = zl_server_listen(s->srv, listen, NULL);
+	if (rc == -EPROTONOSUPPORT)
+		SKIP("%s is not built in", listen);
+	CHECKF(rc == 0, "zl_server_listen(%s): %s", listen, zl_strerror(rc));
+	CHECK_OK(zl_server_url(s->srv, 0, s->plain, sizeof(s->plain)));
+	if (ost_rdma() && rcon) { /* the client's own device and options */
+		char *q = strchr(s->plain, '?');
+		if (q)
+			*q = 0;
+		size_t n = strlen(s->plain);
+		snprintf(s->plain + n, sizeof(s->plain) - n, "?%s", rcon);
+	}
+	snprintf(s->url, sizeof(s->url), "%s%sstore=onesided", s->plain,
+		 strchr(s->plain, '?') ? "&" : "?");
 	CHECK_OK(pthread_create(&s->th, NULL, ost_serve, s));
 }
 

@@ -89,19 +89,46 @@ struct zl_onesided_ops {
 	 * RLIMIT_MEMLOCK). The region outlives no channel of its device. */
 	int (*reg)(zl_channel *ch, void *addr, size_t len, struct zl_rmem **out);
 	void (*dereg)(struct zl_rmem *m);
-	/* Let the peer write [addr, addr+len), inside m, through ch only.
-	 * 0; -EXDEV (m is on another device); -EINVAL (outside m);
-	 * -EOPNOTSUPP (the device has no type-2 memory windows); -ENOMEM;
-	 * -ECONNRESET. Close the window before the channel. */
+	/* Let the peer reach [addr, addr+len), inside m, through ch only, as
+	 * access says (ZL_WIN_*). 0; -EXDEV (m is on another device); -EINVAL
+	 * (outside m); -EOPNOTSUPP (the device has no type-2 memory
+	 * windows); -ENOMEM; -ECONNRESET. Close the window before the
+	 * channel. */
 	int (*win_open)(zl_channel *ch, struct zl_rmem *m, void *addr, uint32_t len,
-			struct zl_win **w, struct zl_rwin *desc);
+			int access, struct zl_win **w, struct zl_rwin *desc);
 	void (*win_close)(struct zl_win *w);
 	/* Post one WRITE of src (inside m) to the peer's dst at off. src must
 	 * not change until the peer has seen the bytes. 0; -EINVAL (outside
 	 * dst); -ECONNRESET. A bad key fails the channel later. */
 	int (*write)(zl_channel *ch, struct zl_rmem *m, const void *src, uint32_t len,
 		     const struct zl_rwin *dst, uint32_t off);
+	/* The one-sided store (src/onesided): post a READ of the peer's
+	 * src at off into dst (inside m), or a compare-and-swap of the 8
+	 * bytes at off (8-aligned) whose old value lands in *old (inside m);
+	 * their results are there once sync returned 0. 0; -EINVAL (outside
+	 * the window); -ECONNRESET. sync: 0, or -ECONNRESET (a request
+	 * failed, or none completed for 2 s: the channel is failed). */
+	int (*read)(zl_channel *ch, struct zl_rmem *m, void *dst, uint32_t len,
+		    const struct zl_rwin *src, uint64_t off);
+	int (*cas)(zl_channel *ch, struct zl_rmem *m, uint64_t *old, const struct zl_rwin *dst,
+		   uint64_t off, uint64_t expect, uint64_t swap);
+	int (*sync)(zl_channel *ch);
+	/* Whether the device's atomics are atomic with the CPU's
+	 * (IBV_ATOMIC_GLOB): if not, memory peers CAS must be CASed through
+	 * the device by its owner too. */
+	bool (*atomic_glob)(zl_channel *ch);
 };
+#define ZL_WIN_WRITE 1
+#define ZL_WIN_READ 2
+#define ZL_WIN_ATOMIC 4
+
+/* Server internals for the one-sided store (src/server): the channel
+ * behind a request's client, and behind a zl_client. */
+zl_channel *zl_req_channel(const zl_req *req);
+zl_channel *zl_client_channel(const zl_client *cli);
+/* fn(client id) runs on the serving thread when a client is dropped,
+ * before its channel is closed (NULL: none). */
+void zl_server_on_drop(zl_server *s, void (*fn)(uint64_t client, void *arg), void *arg);
 
 /* Every channel starts with this header; transports embed it first. */
 struct zl_channel {

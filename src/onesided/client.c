@@ -34,6 +34,7 @@
 #include "internal.h"
 #include "onesided.h"
 #include "os_proto.h"
+#include "os_rdma.h"
 #include "sockutil.h"
 #include "table.h"
 #include "url.h"
@@ -43,6 +44,7 @@ struct zl_os {
 	struct os_table t;
 	uint8_t *base; /* shm: the chunk mapped here */
 	size_t map_len;
+	struct os_rdma rd; /* rdma: rd.ch set */
 	uint64_t session, seq;
 	int64_t window_us, hb_sent, next_hb;
 	uint64_t deletes; /* since the last heartbeat */
@@ -68,8 +70,8 @@ static int64_t coarse_us(void)
 static int shm_read(void *ctx, uint64_t off, void *dst, uint32_t len)
 {
 	struct zl_os *os = ctx;
-	if (off < os->t.g.data_off && off >= os->t.g.table_off) {
-		/* table words: each an atomic load */
+	if (off < os->t.g.data_off) {
+		/* table words and the cleanup sequence: each an atomic load */
 		const uint64_t *src = (const uint64_t *)(os->base + off);
 		uint64_t *d = dst;
 		for (uint32_t i = 0; i < len / 8; i++)
@@ -168,6 +170,7 @@ static int map_shm(struct zl_os *os, const struct os_hello_rep *h)
 static int hello(struct zl_os *os, struct os_hello_rep *h)
 {
 	struct os_hello_req q = { .magic = OS_MAGIC, .version = OS_VERSION };
+	int64_t sent = coarse_us(); /* the lease runs from before the request */
 	int rc = rpc(os, OS_HELLO, &q, sizeof(q), h, sizeof(*h));
 	if (rc)
 		return rc;
@@ -177,13 +180,19 @@ static int hello(struct zl_os *os, struct os_hello_rep *h)
 		return h->status < 0 ? h->status : -EPROTO;
 	os->session = h->session;
 	os->seq = 0;
+	os->rd.win.addr = h->raddr; /* rdma: a new session, a new window */
+	os->rd.win.rkey = h->rkey;
+	ZL_LOG(ZL_LOG_DEBUG, "onesided: session %llu, window key %#x",
+	       (unsigned long long)h->session, h->rkey);
 	os->t.load = h->load_ppm / 1e6;
 	os->window_us = (int64_t)h->hb_window_us;
-	os->hb_sent = coarse_us();
-	os->next_hb = os->hb_sent + os->window_us / 4;
+	os->hb_sent = sent;
+	os->next_hb = sent + os->window_us / 4;
 	os->has_region = false;
 	return 0;
 }
+
+static int renew(void *arg);
 
 int zl_os_connect(const char *url, const struct zl_opts *opts, int64_t timeout_us,
 		  struct zl_os **out)
@@ -193,8 +202,10 @@ int zl_os_connect(const char *url, const struct zl_opts *opts, int64_t timeout_u
 	int rc = zl_url_parse(plain, &u);
 	if (rc)
 		return -EINVAL;
-	if (strcmp(u.scheme, "shm")) {
-		ZL_LOG(ZL_LOG_ERROR, "onesided: %s:// is not supported (shm:// is)", u.scheme);
+	bool rdma = !strcmp(u.scheme, "rdma");
+	if (strcmp(u.scheme, "shm") && !rdma) {
+		ZL_LOG(ZL_LOG_ERROR, "onesided: %s:// is not supported (shm:// and rdma:// are)",
+		       u.scheme);
 		return -EPROTONOSUPPORT;
 	}
 	struct zl_os *os = calloc(1, sizeof(*os));
@@ -216,11 +227,16 @@ int zl_os_connect(const char *url, const struct zl_opts *opts, int64_t timeout_u
 				      .nregions = h.nregions };
 		rc = os_geom_check(&g);
 	}
-	if (!rc)
+	if (!rc && !rdma)
 		rc = map_shm(os, &h);
 	struct os_io io = { shm_read, shm_write, shm_cas, shm_sync, os };
-	if (!rc && !(rc = os_table_init(&os->t, &g, &io)))
+	if (!rc && !(rc = os_table_init(&os->t, &g, &io))) {
 		os->t.load = h.load_ppm / 1e6;
+		os->t.renew = renew;
+		os->t.renew_arg = os;
+	}
+	if (!rc && rdma)
+		rc = os_rdma_open(&os->rd, zl_client_channel(os->cli), &os->t, h.raddr, h.rkey);
 	if (rc) {
 		ZL_LOG(ZL_LOG_ERROR, "onesided: connect %s: %s", plain, zl_strerror(rc));
 		zl_os_close(os);
@@ -239,6 +255,8 @@ void zl_os_close(struct zl_os *os)
 		os->rpc_timeout = 100000;
 		(void)rpc(os, OS_BYE, "", 0, &r, sizeof(r));
 	}
+	if (os->rd.ops)
+		os_rdma_close(&os->rd);
 	os_table_fini(&os->t);
 	if (os->base)
 		munmap(os->base, os->map_len);
@@ -275,6 +293,13 @@ static int heartbeat(struct zl_os *os)
 static int maybe_heartbeat(struct zl_os *os)
 {
 	return coarse_us() >= os->next_hb ? heartbeat(os) : 0;
+}
+
+/* table.c's renew: a heartbeat when one is due. A new session (the old
+ * one expired) carries on: reads go through its window from now on. */
+static int renew(void *arg)
+{
+	return maybe_heartbeat(arg);
 }
 
 static int may_commit(void *arg)
@@ -395,7 +420,8 @@ int zl_os_put(struct zl_os *os, const void *key, size_t klen, const void *val, s
 			break;
 		uint64_t ver = os->session << 32 | ++os->seq;
 		uint64_t off = os->r_off + os->r_pos;
-		struct os_wctx w = { .off = off, .local = os->base + off, .version = ver,
+		struct os_wctx w = { .off = off, .local = os->base ? os->base + off : os->rd.stage,
+				     .version = ver,
 				     .may_commit = may_commit, .arg = os };
 		uint64_t session = os->session;
 		rc = os_set(&os->t, key, (uint32_t)klen, val, (uint32_t)vlen, expected, &w);

@@ -37,6 +37,7 @@
  * 1 ms apart); lock bits the server did not set are cleared by the scan.
  */
 #include <errno.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -45,7 +46,7 @@
 
 #include "clock.h"
 #include "internal.h"
-#include "server.h"
+#include "os_server.h"
 #include "sockutil.h"
 
 #define TICK_NS 10000000 /* 10 ms */
@@ -262,7 +263,24 @@ static void store_back(struct zl_kvos *s, uint64_t i, const uint64_t *words, uin
 
 /* Rebuild the stretch from slot i (deleted or a hole) to the next empty
  * slot. Returns the number of slots it covered (0: gave up). */
+/* The cleanup sequence (layout.h): odd while a stretch is rebuilt. */
+static void seq_bump(struct zl_kvos *s)
+{
+	atomic_fetch_add_explicit((_Atomic uint64_t *)(s->base + OS_SEQ_OFF), 1,
+				  memory_order_seq_cst);
+}
+
+static uint64_t clean_stretch(struct zl_kvos *s, uint64_t i);
+
 static uint64_t clean_from(struct zl_kvos *s, uint64_t i)
+{
+	seq_bump(s);
+	uint64_t n = clean_stretch(s, i);
+	seq_bump(s);
+	return n;
+}
+
+static uint64_t clean_stretch(struct zl_kvos *s, uint64_t i)
 {
 	uint64_t mask = s->g.nslots - 1, n = 0, cap = 64;
 	uint64_t *old = malloc(cap * 8), *nw = NULL;
@@ -374,7 +392,8 @@ static void scan(struct zl_kvos *s)
 	s->st.holes = holes;
 	s->st.scans++;
 	s->load_ppm = (uint32_t)((s->g.nslots - empty) * 1000000 / s->g.nslots);
-	bool clean = (del + holes) * 8 > s->g.nslots || s->deletes_told * 8 > s->g.nslots;
+	bool clean = ((del + holes) * 8 > s->g.nslots || s->deletes_told * 8 > s->g.nslots) &&
+		     !s->no_cleanup;
 	pthread_mutex_unlock(&s->mu);
 	if (clean && (del + holes))
 		cleanup(s);
@@ -411,7 +430,14 @@ static void expire(struct zl_kvos *s)
 	for (uint32_t i = 0; i < s->o.max_clients; i++) {
 		struct os_sess *c = &s->sess[i];
 		if (c->client && now - c->last_hb > s->o.hb_window_us) {
-			os_sess_drop(s, c);
+			ZL_LOG(ZL_LOG_INFO, "onesided: session %llu expired (%lld us silent)",
+			       (unsigned long long)c->session, (long long)(now - c->last_hb));
+			/* its window stays open until its slot is reused: a call
+			 * of a client that was only slow (one emulated READ can
+			 * take longer than the window) must not kill its
+			 * connection; it finds its session gone at its next
+			 * heartbeat */
+			os_sess_drop(s, c, false);
 			s->st.expired++;
 		}
 	}
@@ -449,8 +475,11 @@ void *os_collector(void *arg)
 		s->st.gc_holes = s->c_holes;
 		s->st.cleanup_moved = s->c_moved;
 		pthread_mutex_unlock(&s->mu);
-		if (!busy) /* more regions may be waiting: go on at once */
-			sleep_ns(TICK_NS);
+		if (!busy) { /* more regions may be waiting: go on at once */
+			/* a connecting client gets the memfd at once */
+			struct pollfd p = { .fd = s->lsock, .events = POLLIN };
+			poll(&p, 1, TICK_NS / 1000000);
+		}
 	}
 	return NULL;
 }

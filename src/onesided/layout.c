@@ -253,7 +253,8 @@ int os_geom_check(const struct os_geom *g)
 	if (g->data_off <= OS_UNIT * OS_OFF_HOLE || units > UINT32_MAX || !g->nregions ||
 	    g->region_len < os_ct_size(1, 0))
 		return -EPROTO;
-	if (g->table_off > g->chunk_len || g->nslots * 8 > g->chunk_len - g->table_off)
+	if (g->table_off < 8 || g->table_off > g->chunk_len ||
+	    g->nslots * 8 > g->chunk_len - g->table_off || g->data_off < 8)
 		return -EPROTO;
 	if (g->data_len != (uint64_t)g->nregions * g->region_len || g->data_off > g->chunk_len ||
 	    g->data_len > g->chunk_len - g->data_off)

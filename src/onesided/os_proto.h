@@ -39,7 +39,8 @@ struct os_hello_rep {
 	char sock[48];         /* shm: the abstract socket that hands out the
 	                          chunk's memfd, NUL-terminated */
 	uint32_t load_ppm;     /* occupied slots at the last scan */
-	uint32_t pad;
+	uint32_t rkey;         /* rdma: the chunk's window on this connection */
+	uint64_t raddr;        /* rdma: where the chunk starts there */
 };
 
 struct os_region_req {
@@ -69,6 +70,7 @@ struct os_stats_rep {
 	uint64_t clients, regions_free, regions_client, regions_server;
 	uint64_t gc_runs, gc_copied, gc_holes, cleanups, cleanup_moved;
 	uint64_t expired, live, deleted, holes, scans;
+	uint64_t dropped; /* sessions ended with their connection */
 };
 
 #endif

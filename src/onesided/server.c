@@ -21,7 +21,7 @@
 
 #include "clock.h"
 #include "internal.h"
-#include "server.h"
+#include "os_server.h"
 #include "sockutil.h"
 
 
@@ -42,8 +42,12 @@ static struct os_sess *sess_find(struct zl_kvos *s, uint64_t client)
 	return NULL;
 }
 
-void os_sess_drop(struct zl_kvos *s, struct os_sess *c)
+void os_sess_drop(struct zl_kvos *s, struct os_sess *c, bool close_win)
 {
+	if (c->win && close_win) {
+		s->ops->win_close(c->win);
+		c->win = NULL;
+	}
 	for (uint32_t i = 0; i < c->nheld; i++)
 		s->rstate[c->held[i]] = R_COLLECT;
 	c->nheld = 0;
@@ -55,6 +59,37 @@ static const void *req_exact(zl_req *req, size_t want)
 	size_t n;
 	const void *p = zl_req_data(req, &n);
 	return n == want ? p : NULL;
+}
+
+/* rdma: open the chunk to the client's connection (read, write, CAS),
+ * registering it on that connection's device first if it is new. Under
+ * mu. */
+static int open_window(struct zl_kvos *s, zl_channel *ch, struct os_sess *c,
+		       struct os_hello_rep *r)
+{
+	if (s->g.chunk_len > UINT32_MAX)
+		return -EMSGSIZE; /* windows are up to 4 GiB */
+	s->ops = ch->os;
+	struct zl_rwin d;
+	int rc = -EXDEV;
+	for (int i = 0; i < 4 && rc == -EXDEV; i++) {
+		if (!s->rm[i] && (rc = ch->os->reg(ch, s->base, s->g.chunk_len, &s->rm[i])))
+			return rc;
+		rc = ch->os->win_open(ch, s->rm[i], s->base, (uint32_t)s->g.chunk_len,
+				      ZL_WIN_READ | ZL_WIN_WRITE | ZL_WIN_ATOMIC, &c->win, &d);
+	}
+	if (rc)
+		return rc;
+	if (!ch->os->atomic_glob(ch) && !s->no_cleanup) {
+		ZL_LOG(ZL_LOG_WARN, "onesided: the device's atomics are not atomic with the CPU's "
+		       "(no IBV_ATOMIC_GLOB): table cleanup is off");
+		s->no_cleanup = true;
+	}
+	c->ch = ch;
+	c->win_client = c->client;
+	r->raddr = d.addr;
+	r->rkey = d.rkey;
+	return 0;
 }
 
 static int on_hello(zl_req *req, void *arg)
@@ -73,13 +108,19 @@ static int on_hello(zl_req *req, void *arg)
 	pthread_mutex_lock(&s->mu);
 	struct os_sess *c = sess_find(s, id);
 	if (c)
-		os_sess_drop(s, c); /* a new session starts clean */
+		os_sess_drop(s, c, true); /* a new session starts clean */
 	c = sess_find(s, 0);
 	if (!c) {
 		r.status = -EUSERS;
 	} else {
+		if (c->win) /* an expired session's, kept until now (gc.c) */
+			s->ops->win_close(c->win);
 		*c = (struct os_sess){ .client = id, .session = ++s->next_session,
 				       .last_hb = zl_now_us() };
+		zl_channel *ch = zl_req_channel(req);
+		r.status = ch->os ? open_window(s, ch, c, &r) : 0;
+		if (r.status)
+			c->client = 0;
 		r.session = c->session;
 		r.load_ppm = s->load_ppm;
 		s->st.clients++;
@@ -163,11 +204,31 @@ static int on_bye(zl_req *req, void *arg)
 	pthread_mutex_lock(&s->mu);
 	struct os_sess *c = sess_find(s, zl_req_client(req));
 	if (c) {
-		os_sess_drop(s, c);
+		os_sess_drop(s, c, true);
 		r.status = 0;
 	}
 	pthread_mutex_unlock(&s->mu);
 	return zl_reply(req, &r, sizeof(r));
+}
+
+/* The client's connection is going: close its window while the queue pair
+ * it is bound to still exists, and collect its regions. */
+static void on_drop(uint64_t client, void *arg)
+{
+	struct zl_kvos *s = arg;
+	pthread_mutex_lock(&s->mu);
+	for (uint32_t i = 0; i < s->o.max_clients; i++) {
+		struct os_sess *c = &s->sess[i];
+		if (c->client == client) {
+			os_sess_drop(s, c, true);
+			s->st.dropped++;
+		}
+		if (c->win && c->win_client == client) {
+			s->ops->win_close(c->win);
+			c->win = NULL;
+		}
+	}
+	pthread_mutex_unlock(&s->mu);
 }
 
 static int on_stats(zl_req *req, void *arg)
@@ -176,6 +237,9 @@ static int on_stats(zl_req *req, void *arg)
 	pthread_mutex_lock(&s->mu);
 	struct os_stats_rep r = s->st;
 	r.regions_free = s->nfree;
+	r.regions_client = 0;
+	for (uint32_t i = 0; i < s->g.nregions; i++)
+		r.regions_client += s->rstate[i] == R_CLIENT;
 	r.clients = 0;
 	for (uint32_t i = 0; i < s->o.max_clients; i++)
 		r.clients += s->sess[i].client != 0;
@@ -279,6 +343,7 @@ ZL_API int zl_kvos_create(zl_server *srv, const struct zl_kvos_opts *opts, zl_kv
 		zl_server_handle(srv, OS_HEARTBEAT, on_heartbeat, s);
 		zl_server_handle(srv, OS_STATS, on_stats, s);
 		zl_server_handle(srv, OS_BYE, on_bye, s);
+		zl_server_on_drop(srv, on_drop, s);
 		rc = -pthread_create(&s->thr, NULL, os_collector, s);
 	}
 	if (rc) {
@@ -304,6 +369,13 @@ ZL_API void zl_kvos_close(zl_kvos *s)
 	}
 	for (int t = OS_HELLO; t <= OS_BYE; t++)
 		zl_server_handle(s->srv, t, NULL, NULL);
+	zl_server_on_drop(s->srv, NULL, NULL);
+	for (uint32_t i = 0; s->sess && i < s->o.max_clients; i++)
+		if (s->sess[i].win)
+			s->ops->win_close(s->sess[i].win);
+	for (int i = 0; i < 4; i++)
+		if (s->rm[i])
+			s->ops->dereg(s->rm[i]);
 	if (s->base != MAP_FAILED)
 		munmap(s->base, s->g.chunk_len);
 	if (s->memfd >= 0)

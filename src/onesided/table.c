@@ -47,6 +47,19 @@
  *   - Containers are complete before their word is published: shm stores
  *     them before a sequentially consistent CAS; on rdma a reader that sees
  *     the word before the bytes have landed fails the CRC and retries.
+ * Absence and the server's cleanup. A cleanup moves entries backwards
+ * into slots a walk may have read already, and empties the slots they
+ * leave: a walk that read part of a chain before and the rest after could
+ * miss its key and take it for absent. So the server makes the chunk's
+ * sequence word odd while it rebuilds a stretch and even again after
+ * (layout.h); a walk reads it with its first entries, and before it
+ * reports a key absent (an empty slot, or a whole table walked) reads it
+ * again: if it was odd or has changed, the walk starts over. A found key
+ * needs no such check (its container names the slot and tag read); a SET
+ * that inserts into an empty slot needs none either: every slot a cleanup
+ * empties, and the empty slot that ended its stretch, get a new tag, so a
+ * CAS prepared on the old word fails.
+ *
  * A word whose container never checks out while the word stays the same
  * was written by a faulty or hostile client. FIND steps over it (counted
  * in garbage, and reported so the server turns it into a hole); GET of a
@@ -95,7 +108,7 @@ int os_table_init(struct os_table *t, const struct os_geom *g, const struct os_i
 	t->buf_cap = (uint32_t)os_ct_size(ZL_KV_MAX_KEY, ZL_KV_MAX_VAL) + RA_MAX;
 	t->ents_cap = 64;
 	t->buf = malloc(t->buf_cap);
-	t->ents = malloc(t->ents_cap * sizeof(uint64_t));
+	t->ents = malloc((t->ents_cap + 2) * sizeof(uint64_t)); /* + the sequence, twice */
 	t->pre = malloc(OS_PRELOAD * RA_MAX);
 	if (!t->buf || !t->ents || !t->pre) {
 		os_table_fini(t);
@@ -225,12 +238,14 @@ static int load_rest(struct os_table *t, struct os_counts *c, uint64_t w, uint64
 	return os_ct_check_all(t->buf);
 }
 
-/* Pre-load the containers of the first occupied entries of a walk, as
- * many as Knuth's expected probes (os_ra_entries), in one batch with one
- * wait: a collision chain then costs no further round trip. */
-static int preload(struct os_table *t, struct os_counts *c, uint32_t n)
+/* Pre-load the containers of the first m occupied entries just read, in
+ * one batch with one wait: a collision chain then costs no further round
+ * trip. The first batch of a walk takes as many as Knuth's expected probes
+ * (os_ra_entries) and PRELOAD_EXTRA; a walk that goes on is in a long
+ * chain and takes the whole batch. */
+static int preload(struct os_table *t, struct os_counts *c, uint32_t n, uint32_t m)
 {
-	uint32_t m = os_ra_entries(t->load) + PRELOAD_EXTRA, k = 0;
+	uint32_t k = 0;
 	uint64_t dend = t->g.data_off + t->g.data_len;
 	memset(t->pre_w, 0, sizeof(t->pre_w));
 	if (m > OS_PRELOAD)
@@ -252,6 +267,20 @@ static int preload(struct os_table *t, struct os_counts *c, uint32_t n)
 	return k ? sync_io(t, c) : 0;
 }
 
+/* An absence the walk may report: only if no cleanup ran meanwhile. */
+static int absent(struct os_table *t, struct os_counts *c, struct found *f, uint64_t s,
+		  uint64_t w)
+{
+	uint64_t *seq = t->ents + t->ents_cap;
+	int rc = rd(t, c, OS_SEQ_OFF, &seq[1], 8);
+	if (rc || (rc = sync_io(t, c)))
+		return rc;
+	if ((seq[0] & 1) || seq[1] != seq[0])
+		return F_RESTART;
+	*f = (struct found){ .slot = s, .w = w };
+	return F_DONE;
+}
+
 static int find(struct os_table *t, struct os_counts *c, const void *key, uint32_t klen,
 		uint64_t home, bool want_all, struct found *f)
 {
@@ -265,7 +294,10 @@ static int find(struct os_table *t, struct os_counts *c, const void *key, uint32
 	for (uint64_t probes = 0; probes < t->g.nslots; probes++, s = (s + 1) & mask, i++) {
 		int rc;
 		if (i == n) {
-			if ((rc = read_ents(t, c, s, n)) || (!probes && (rc = preload(t, c, n))))
+			/* the first read of a walk brings the cleanup sequence */
+			uint32_t m = probes ? n : os_ra_entries(t->load) + PRELOAD_EXTRA;
+			if ((!probes && (rc = rd(t, c, OS_SEQ_OFF, t->ents + t->ents_cap, 8))) ||
+			    (rc = read_ents(t, c, s, n)) || (rc = preload(t, c, n, m)))
 				return rc;
 			i = 0;
 		}
@@ -273,10 +305,8 @@ static int find(struct os_table *t, struct os_counts *c, const void *key, uint32
 		c->probes++;
 		if (os_e_locked(w))
 			return F_RESTART;
-		if (os_e_off(w) == OS_OFF_EMPTY) {
-			*f = (struct found){ .slot = s, .w = w };
-			return F_DONE;
-		}
+		if (os_e_off(w) == OS_OFF_EMPTY)
+			return absent(t, c, f, s, w);
 		if (os_e_off(w) == OS_OFF_HOLE)
 			continue;
 		uint64_t size = 0, have = 0;
@@ -311,7 +341,9 @@ static int find(struct os_table *t, struct os_counts *c, const void *key, uint32
 		}
 		return F_DONE;
 	}
-	return -ENOSPC;
+	struct found none;
+	int rc = absent(t, c, &none, 0, 0);
+	return rc ? rc : -ENOSPC;
 }
 
 /* Pause before restart number r: spin first, then sleep up to 1 ms. */
@@ -341,6 +373,8 @@ static int find_settled(struct os_table *t, struct os_counts *c, const void *key
 		else if (zl_now_us() - start > t->budget_us)
 			return -EAGAIN;
 		backoff(*round);
+		if (t->renew && (rc = t->renew(t->renew_arg)))
+			return rc;
 	}
 }
 
@@ -418,6 +452,8 @@ int os_set(struct os_table *t, const void *key, uint32_t klen, const void *val,
 		if (zl_now_us() - start > t->budget_us)
 			return -EAGAIN;
 		backoff(round);
+		if (t->renew && (rc = t->renew(t->renew_arg)))
+			return rc;
 	}
 }
 
@@ -450,5 +486,7 @@ int os_del(struct os_table *t, const void *key, uint32_t klen)
 		if (zl_now_us() - start > t->budget_us)
 			return -EAGAIN;
 		backoff(round);
+		if (t->renew && (rc = t->renew(t->renew_arg)))
+			return rc;
 	}
 }

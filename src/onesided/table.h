@@ -35,6 +35,11 @@ struct os_table {
 	struct os_io io;
 	int64_t budget_us;     /* a call that keeps restarting gives up after
 	                          this long (-EAGAIN); 0: after one try */
+	/* Called at every restart: the client keeps its session alive there
+	 * (a long call must not outlive it: on rdma the server then closes
+	 * the window). 0, or an error that ends the call. */
+	int (*renew)(void *arg);
+	void *renew_arg;
 	double load;           /* the load factor last heard from the server */
 	uint32_t ra_bytes;     /* container bytes read ahead (adapts) */
 	struct os_counts get, set, del;
@@ -42,7 +47,8 @@ struct os_table {
 	uint64_t garbage_slot; /* the last such slot (the server is told) */
 	uint8_t *buf;          /* containers read: ZL_KV_MAX_VAL plus room */
 	uint32_t buf_cap;
-	uint64_t *ents;        /* entries read ahead */
+	uint64_t *ents;        /* entries read ahead; then the cleanup
+	                          sequence read at the start and the end */
 	uint32_t ents_cap;
 	/* containers pre-loaded with the first entries (section 4.3.3) */
 	uint8_t *pre;          /* OS_PRELOAD slots of OS_RA_MAX bytes */

@@ -126,6 +126,8 @@ static int welcome(struct zl_client *c, int64_t deadline, int64_t timeout_us)
 	return r;
 }
 
+zl_channel *zl_client_channel(const zl_client *cli) { return cli->ch; }
+
 ZL_API int zl_client_connect(const char *url, const struct zl_opts *opts, int64_t timeout_us,
 			     zl_client **out)
 {
@@ -440,6 +442,8 @@ ZL_API int zl_call(zl_client *c, int type, const void *req, size_t len, const vo
 {
 	if (!c || !rep || !replen)
 		return -EINVAL;
+	if (c->err) /* before the slots: a failed call leaves its slot busy */
+		return c->err;
 	for (uint32_t k = 0; k < c->slots; k++)
 		if (c->state[k] == SLOT_BUSY)
 			return -EBUSY; /* pipelined calls are open */

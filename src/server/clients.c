@@ -106,9 +106,11 @@ int srv_rmbox_setup(struct zl_server *s, struct srv_client *cl, struct srv_welco
 	if (!r)
 		r = os->reg(cl->ch, flags, s->o.slots, &cl->rm_flags);
 	if (!r)
-		r = os->win_open(cl->ch, cl->rm_slots, slots, slots_len, &cl->w_slots, &ds);
+		r = os->win_open(cl->ch, cl->rm_slots, slots, slots_len, ZL_WIN_WRITE, &cl->w_slots,
+				 &ds);
 	if (!r)
-		r = os->win_open(cl->ch, cl->rm_flags, flags, s->o.slots, &cl->w_flags, &df);
+		r = os->win_open(cl->ch, cl->rm_flags, flags, s->o.slots, ZL_WIN_WRITE,
+					 &cl->w_flags, &df);
 	if (r)
 		return r;
 	w->slots_win = (struct srv_rwin){ .addr = ds.addr, .rkey = ds.rkey, .len = ds.len };
@@ -191,6 +193,8 @@ void srv_drop(struct srv_client *cl, const char *why, int err)
 			CNT_ADD(s, clients_dropped, 1);
 	}
 	cl->dead = true;
+	if (s->on_drop) /* before its channel goes: windows bound to it first */
+		s->on_drop(cl->id, s->on_drop_arg);
 	free_backlog(cl); /* at once: it counts against max_queued_total */
 	srv_ep_del(s, zl_channel_fd(cl->ch));
 	if (cl->next)

@@ -35,6 +35,14 @@ ZL_API const void *zl_req_data(const zl_req *rq, size_t *len)
 
 ZL_API uint64_t zl_req_client(const zl_req *rq) { return rq ? rq->cl->id : 0; }
 
+zl_channel *zl_req_channel(const zl_req *rq) { return rq->cl->ch; }
+
+void zl_server_on_drop(zl_server *s, void (*fn)(uint64_t client, void *arg), void *arg)
+{
+	s->on_drop = fn;
+	s->on_drop_arg = arg;
+}
+
 static bool open_req(const zl_req *rq)
 {
 	return rq && (rq->state == REQ_BUSY || rq->state == REQ_DEFERRED) && !rq->replied;

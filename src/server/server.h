@@ -93,6 +93,8 @@ struct srv_counters {
 
 struct zl_server {
 	struct zl_server_opts o;
+	void (*on_drop)(uint64_t client, void *arg); /* zl_server_on_drop */
+	void *on_drop_arg;
 	struct {
 		zl_handler_fn fn;
 		void *arg;

@@ -46,6 +46,13 @@ run srv_rogue_rdma "$B/tests/srv_rogue_rdma"
 for c in kill memlock hostile rkey auto ring stall; do
 	run "verbs_$c" "$B/src/transport/verbs/verbs_test" "$c" split
 done
+# The one-sided store (src/onesided) over rdma: the server on rxe0, its
+# clients on rxe1, through READ, WRITE and CMP_AND_SWP on the chunk.
+export ZL_OS_TEST_SCHEME=rdma
+for t in os_basic os_lin os_crash os_gc; do
+	[ -x "$B/tests/$t" ] && run "${t}_rdma" "$B/tests/$t"
+done
+unset ZL_OS_TEST_SCHEME
 [ ${#failed[@]} -eq 0 ] || echo "failed: ${failed[*]}"
 echo "rdma suite: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

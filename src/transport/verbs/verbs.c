@@ -72,6 +72,7 @@ static const char *const mode_name[] = { "single", "split2", "split" };
 #define WANT_INLINE 256
 #define SAFETY_SLEEP_US 1000
 #define REAP_TIMEOUT_US 2000000
+#define OS_RD_ATOM 16  /* READs and atomics in flight (one-sided store) */
 
 
 
@@ -98,6 +99,8 @@ struct rd_dev {
 	int refs;
 	struct ibv_context *ctx;
 	struct ibv_pd *pd;
+	uint8_t rd_atom;   /* READs and atomics in flight per QP (both ways) */
+	bool atomic_glob;  /* its atomics are atomic with the CPU's */
 };
 
 struct zl_rmem {
@@ -136,6 +139,7 @@ struct rd_chan {
 	atomic_flag lock;
 	uint64_t posted, completed;
 	uint32_t since_signal;
+	uint64_t os_target; /* the last one-sided request posted */
 	bool qp_failed;
 };
 
@@ -201,6 +205,14 @@ static int dev_get(const char *want, struct rd_dev **out)
 		d = NULL;
 		r = -ENODEV;
 	} else {
+		struct ibv_device_attr a;
+		int rd = 1;
+		if (!ibv_query_device(d->ctx, &a)) {
+			rd = a.max_qp_rd_atom < a.max_qp_init_rd_atom ? a.max_qp_rd_atom
+								      : a.max_qp_init_rd_atom;
+			d->atomic_glob = a.atomic_cap == IBV_ATOMIC_GLOB;
+		}
+		d->rd_atom = (uint8_t)(rd < 1 ? 1 : rd > OS_RD_ATOM ? OS_RD_ATOM : rd);
 		snprintf(d->name, sizeof(d->name), "%s", name);
 		d->pid = getpid();
 		d->refs = 1;
@@ -661,7 +673,7 @@ static void os_dereg(struct zl_rmem *m)
 
 /* Bind a type-2 window on this QP and wait for the bind to complete. */
 static int os_win_open(zl_channel *ch, struct zl_rmem *m, void *addr, uint32_t len,
-		       struct zl_win **out, struct zl_rwin *desc)
+		       int access, struct zl_win **out, struct zl_rwin *desc)
 {
 	struct rd_chan *v = RD(ch);
 	uint8_t *a = addr, *base = m->mr->addr;
@@ -684,7 +696,9 @@ static int os_win_open(zl_channel *ch, struct zl_rmem *m, void *addr, uint32_t l
 	wr.bind_mw.rkey = ibv_inc_rkey(w->mw->rkey);
 	wr.bind_mw.bind_info = (struct ibv_mw_bind_info){
 		.mr = m->mr, .addr = (uintptr_t)addr, .length = len,
-		.mw_access_flags = IBV_ACCESS_REMOTE_WRITE };
+		.mw_access_flags = (access & ZL_WIN_WRITE ? IBV_ACCESS_REMOTE_WRITE : 0) |
+				   (access & ZL_WIN_READ ? IBV_ACCESS_REMOTE_READ : 0) |
+				   (access & ZL_WIN_ATOMIC ? IBV_ACCESS_REMOTE_ATOMIC : 0) };
 	lock(v);
 	int r = post_wr_locked(v, &wr);
 	int64_t deadline = zl_now_us() + REAP_TIMEOUT_US;
@@ -722,12 +736,83 @@ static int os_write(zl_channel *ch, struct zl_rmem *m, const void *src, uint32_t
 	return post(v, IBV_WR_RDMA_WRITE, src, len, m->mr->lkey, dst->addr + off, dst->rkey, 0);
 }
 
+/* One signaled request of the one-sided store; os_sync waits for it. */
+static int os_post(struct rd_chan *v, struct ibv_send_wr *wr)
+{
+	wr->send_flags |= IBV_SEND_SIGNALED;
+	lock(v);
+	int r = post_wr_locked(v, wr);
+	if (!r)
+		v->os_target = wr->wr_id;
+	unlock(v);
+	return r;
+}
+
+static int os_read(zl_channel *ch, struct zl_rmem *m, void *dst, uint32_t len,
+		   const struct zl_rwin *src, uint64_t off)
+{
+	if (off > src->len || len > src->len - off || !len)
+		return -EINVAL;
+	struct ibv_sge sge = { .addr = (uintptr_t)dst, .length = len, .lkey = m->mr->lkey };
+	struct ibv_send_wr wr = { .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_RDMA_READ };
+	wr.wr.rdma.remote_addr = src->addr + off;
+	wr.wr.rdma.rkey = src->rkey;
+	return os_post(RD(ch), &wr);
+}
+
+static int os_cas(zl_channel *ch, struct zl_rmem *m, uint64_t *old, const struct zl_rwin *dst,
+		  uint64_t off, uint64_t expect, uint64_t swap)
+{
+	if (off % 8 || off > dst->len || dst->len - off < 8)
+		return -EINVAL;
+	struct ibv_sge sge = { .addr = (uintptr_t)old, .length = 8, .lkey = m->mr->lkey };
+	struct ibv_send_wr wr = { .sg_list = &sge, .num_sge = 1,
+				  .opcode = IBV_WR_ATOMIC_CMP_AND_SWP };
+	wr.wr.atomic.remote_addr = dst->addr + off;
+	wr.wr.atomic.compare_add = expect;
+	wr.wr.atomic.swap = swap;
+	wr.wr.atomic.rkey = dst->rkey;
+	return os_post(RD(ch), &wr);
+}
+
+static int os_sync(zl_channel *ch)
+{
+	struct rd_chan *v = RD(ch);
+	int r = 0;
+	lock(v);
+	for (uint32_t spins = 0; !r && v->completed < v->os_target; spins++) {
+		r = reap(v);
+		if (!r && spins == 1024) { /* the emulator is slow: a deadline then */
+			int64_t deadline = zl_now_us() + REAP_TIMEOUT_US;
+			while (!r && v->completed < v->os_target) {
+				r = reap(v);
+				if (!r && zl_now_us() > deadline) {
+					ZL_LOG(ZL_LOG_ERROR, "rdma: one-sided request stuck for 2 s");
+					v->qp_failed = true;
+					r = -ECONNRESET;
+				}
+			}
+		}
+	}
+	unlock(v);
+	return r;
+}
+
+static bool os_atomic_glob(zl_channel *ch)
+{
+	return RD(ch)->dev->atomic_glob;
+}
+
 static const struct zl_onesided_ops rd_onesided = {
 	.reg = os_reg,
 	.dereg = os_dereg,
 	.win_open = os_win_open,
 	.win_close = os_win_close,
 	.write = os_write,
+	.read = os_read,
+	.cas = os_cas,
+	.sync = os_sync,
+	.atomic_glob = os_atomic_glob,
 };
 
 /* ---- setup ---------------------------------------------------------------- */
@@ -824,7 +909,10 @@ static int modify_qp(struct rd_chan *v, const struct rd_params *p, int gid_index
 	struct ibv_qp_attr a = { 0 };
 	a.qp_state = IBV_QPS_INIT;
 	a.port_num = (uint8_t)p->port;
-	a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE;
+	/* reads and atomics too: what a peer may touch is still only what
+	 * our windows open (the one-sided store's chunk) */
+	a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE |
+			    IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
 	if (ibv_modify_qp(v->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
 					     IBV_QP_ACCESS_FLAGS))
 		return -errno;
@@ -833,7 +921,7 @@ static int modify_qp(struct rd_chan *v, const struct rd_params *p, int gid_index
 	a.path_mtu = mtu < (enum ibv_mtu)v->peer.mtu ? mtu : (enum ibv_mtu)v->peer.mtu;
 	a.dest_qp_num = v->peer.qpn;
 	a.rq_psn = v->peer.psn;
-	a.max_dest_rd_atomic = 1;
+	a.max_dest_rd_atomic = v->dev->rd_atom;
 	a.min_rnr_timer = 12;
 	a.ah_attr.is_global = 1;
 	memcpy(a.ah_attr.grh.dgid.raw, v->peer.gid, 16);
@@ -851,7 +939,7 @@ static int modify_qp(struct rd_chan *v, const struct rd_params *p, int gid_index
 	a.retry_cnt = 7;
 	a.rnr_retry = 7;  /* wakeups may briefly find no receive posted */
 	a.sq_psn = my_psn;
-	a.max_rd_atomic = 1;
+	a.max_rd_atomic = v->dev->rd_atom;
 	if (ibv_modify_qp(v->qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
 					     IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
 					     IBV_QP_MAX_QP_RD_ATOMIC))

@@ -8,6 +8,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
+#include "internal.h"
 #include "layout.h"
 #include "onesided.h"
 #include "os_proto.h"
@@ -20,6 +21,10 @@ enum { R_FREE, R_CLIENT, R_COLLECT, R_SRV_CUR, R_SRV_FULL };
 
 struct os_sess {
 	uint64_t client; /* zl_req_client id; 0: unused */
+	zl_channel *ch;  /* rdma: the channel its window is bound to */
+	struct zl_win *win;
+	uint64_t win_client; /* whose connection win is bound to (it may
+	                        outlive the session: gc.c) */
 	uint64_t session;
 	int64_t last_hb;
 	uint32_t nheld;
@@ -34,6 +39,9 @@ struct zl_kvos {
 	int memfd;
 	int lsock;     /* abstract socket handing out the memfd */
 	char sockname[48];
+	struct zl_rmem *rm[4]; /* rdma: the chunk registered, per device */
+	const struct zl_onesided_ops *ops;
+	bool no_cleanup; /* a device's atomics are not the CPU's: no locks */
 
 	pthread_mutex_t mu; /* everything below up to the collector's own */
 	uint8_t *rstate;
@@ -61,8 +69,9 @@ struct zl_kvos {
 	struct os_stats_rep st; /* under mu */
 };
 
-/* server.c: give all of a session's regions to the collector (under mu). */
-void os_sess_drop(struct zl_kvos *s, struct os_sess *c);
+/* server.c: end a session and give its regions to the collector (under
+ * mu); rdma: close its window now, or leave it to the slot's next user. */
+void os_sess_drop(struct zl_kvos *s, struct os_sess *c, bool close_win);
 
 /* gc.c */
 void *os_collector(void *arg);
