@@ -5,7 +5,7 @@
 #
 #   bench/ycsb-compare.sh [BUILD_DIR] [--records N] [--ops N] [--headline-ops N]
 #                         [--workloads "a b c d e f"] [--threads N] [--out DIR]
-#                         [--backends "redis memcached zl-shm zl-unix zl-tcp"] [--vm]
+#                         [--backends "redis memcached zl-shm zl-unix zl-tcp zl-os"] [--vm]
 #
 # Servers run on loopback on free ports without persistence (redis --save ''
 # --appendonly no), pinned to cpu1 with taskset, the driver to cpu0. Every
@@ -19,6 +19,10 @@
 # headline ops/s: zl-kvd shm / Redis tcp (target >= 30) and zl-kvd tcp /
 # Redis tcp (target >= 0.85, i.e. within 15% or better), and for every
 # backend workloads A, B and F over C and A's update over read median.
+#
+# zl-os is the one-sided store (zl-kvd --onesided, store=onesided: clients
+# read and write the server's memory themselves; docs/onesided.md) over shm,
+# and with --vm zl-os-rdma over Soft-RoCE; it has no scans (workload E: n/a).
 #
 # Writes OUT (default BUILD_DIR/ycsb-compare): ycsb-compare.csv (every
 # zl-ycsb row), ycsb-compare.md (the tables), ycsb-compare.png (gnuplot, if
@@ -40,7 +44,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 
 B=$here/../build
 records=100000 ops=100000 headline_ops=200000 threads=1
-workloads="a b c d e f" backends="redis memcached zl-shm zl-unix zl-tcp"
+workloads="a b c d e f" backends="redis memcached zl-shm zl-unix zl-tcp zl-os"
 out='' vm=0
 if [ $# -gt 0 ] && [ "${1#-}" = "$1" ]; then B=$1; shift; fi
 args=("$@")
@@ -94,7 +98,7 @@ if [ "$vm" = 1 ] && [ -z "${ZL_RDMA_IP_A:-}" ]; then # on the host: boot the VM,
 	exit "$rc"
 fi
 if [ -n "${ZL_RDMA_IP_A:-}" ] && [[ " $backends " != *" zl-rdma "* ]]; then
-	backends="$backends zl-rdma"
+	backends="$backends zl-rdma zl-os-rdma"
 fi
 
 out=${out:-$B/ycsb-compare}
@@ -160,7 +164,7 @@ have_backend() {
 	case $1 in
 	redis) command -v redis-server >/dev/null 2>&1 ;;
 	memcached) command -v memcached >/dev/null 2>&1 ;;
-	zl-rdma) [ -n "${ZL_RDMA_IP_A:-}" ] ;;
+	zl-rdma|zl-os-rdma) [ -n "${ZL_RDMA_IP_A:-}" ] ;;
 	zl-*) return 0 ;;
 	*) return 1 ;;
 	esac
@@ -194,17 +198,20 @@ start_server() {
 		done
 		return 1 ;;
 	zl-*)
+		local os=()
 		case ${be#zl-} in
 		shm) l=shm://ycsb-$$-$nserv ;;
 		unix) l=unix://$tmp/kv-$nserv.sock ;;
 		tcp) l=tcp://127.0.0.1:0 ;;
 		rdma) l="rdma://$ZL_RDMA_IP_A:0?dev=$ZL_RDMA_DEV_A" ;;
+		os) l=shm://ycsb-$$-$nserv os=(--onesided) ;;
+		os-rdma) l="rdma://$ZL_RDMA_IP_A:0?dev=$ZL_RDMA_DEV_A" os=(--onesided) ;;
 		*) return 1 ;;
 		esac
 		# Emptied here: the child's own truncation may come after our first
 		# read, which then finds the previous server's URL (seen in the VM).
 		: >"$tmp/kvd.out"
-		"${srv_pin[@]}" "$kvd" --listen "$l" >"$tmp/kvd.out" 2>"$log" &
+		"${srv_pin[@]}" "$kvd" "${os[@]}" --listen "$l" >"$tmp/kvd.out" 2>"$log" &
 		srv=$!
 		pids+=("$srv")
 		for _ in $(seq 200); do # it prints "listening URL" with the bound port
@@ -218,7 +225,11 @@ start_server() {
 			return 1
 		fi
 		# rdma: the client connects with the other device of the pair
-		[ "$be" = zl-rdma ] && url=${url%%\?*}"?dev=$ZL_RDMA_DEV_B"
+		case $be in zl-rdma|zl-os-rdma) url=${url%%\?*}"?dev=$ZL_RDMA_DEV_B" ;; esac
+		case $be in
+		zl-os) url=$url?store=onesided ;;
+		zl-os-rdma) url=$url"&store=onesided" ;;
+		esac
 		url=zl://$url
 		return 0 ;;
 	esac
@@ -277,8 +288,8 @@ for be in $backends; do
 	fi
 	# 2. e on a fresh server, loaded with its scan index (redis)
 	if [[ " $workloads " == *" e "* ]]; then
-		if [ "$be" = memcached ]; then
-			cell[$be,e]=n/a
+		if [ "$be" = memcached ] || [ "${be#zl-os}" != "$be" ]; then
+			cell[$be,e]=n/a # no scans
 		elif start_server "$be" "$out/logs/$be-e-server.log"; then
 			say "$be: workload e: load, then $ops operations"
 			ycsb "$be" e "$be-e" --workload e --phase both "${std[@]}"
@@ -410,6 +421,19 @@ for be in $backends; do have_backend "$be" && present+=("$be"); done
 	ratio "zl-kvd shm / Redis tcp ops/s" zl-shm 30
 	ratio "zl-kvd tcp / Redis tcp ops/s" zl-tcp 0.85
 	[[ " ${present[*]} " == *" zl-rdma "* ]] && ratio "zl-kvd rdma / Redis tcp ops/s" zl-rdma
+	# the one-sided store against zl-kvd on the same transport (issue 17)
+	med_ratio() { # name backend reference [max]
+		local a b
+		a=$(field "$h" "$2" c run OVERALL 8) b=$(field "$h" "$3" c run OVERALL 8)
+		[ -n "$a" ] && [ -n "$b" ] || return 0
+		awk -v a="$a" -v b="$b" -v n="$1" -v m="${4:-}" 'BEGIN {
+			r = a / b
+			printf "- %s = %.3f / %.3f us = **%.2f**", n, a, b, r
+			if (m == "") print ""
+			else printf " (target <= %s): %s\n", m, (r <= m ? "met" : "NOT met") }'
+	}
+	med_ratio "one-sided shm / zl-kvd shm GET median" zl-os zl-shm 0.5
+	med_ratio "one-sided rdma / zl-kvd rdma GET median" zl-os-rdma zl-rdma
 	echo
 	echo "Ratios are computed from the measured ops/s above. Logs: $out/logs/."
 } >"$md"

@@ -263,24 +263,7 @@ static void store_back(struct zl_kvos *s, uint64_t i, const uint64_t *words, uin
 
 /* Rebuild the stretch from slot i (deleted or a hole) to the next empty
  * slot. Returns the number of slots it covered (0: gave up). */
-/* The cleanup sequence (layout.h): odd while a stretch is rebuilt. */
-static void seq_bump(struct zl_kvos *s)
-{
-	atomic_fetch_add_explicit((_Atomic uint64_t *)(s->base + OS_SEQ_OFF), 1,
-				  memory_order_seq_cst);
-}
-
-static uint64_t clean_stretch(struct zl_kvos *s, uint64_t i);
-
 static uint64_t clean_from(struct zl_kvos *s, uint64_t i)
-{
-	seq_bump(s);
-	uint64_t n = clean_stretch(s, i);
-	seq_bump(s);
-	return n;
-}
-
-static uint64_t clean_stretch(struct zl_kvos *s, uint64_t i)
 {
 	uint64_t mask = s->g.nslots - 1, n = 0, cap = 64;
 	uint64_t *old = malloc(cap * 8), *nw = NULL;

@@ -4,10 +4,7 @@
  * one chunk, shared with every client (shm: a memfd; rdma: one registered
  * region), in 8-byte units:
  *
- *   [0, 8)                  the cleanup sequence: odd while the server
- *                           rebuilds a stretch of the table, one more when
- *                           it is done (table.c: why absence needs it)
- *   [8, table_off)          nothing (all geometry comes from the server's
+ *   [0, table_off)          nothing (all geometry comes from the server's
  *                           HELLO reply, never from memory a client can
  *                           write)
  *   [table_off, +8*nslots)  the hash table: nslots 64-bit entries
@@ -41,7 +38,6 @@
 #include <stdint.h>
 
 #define OS_UNIT 8u
-#define OS_SEQ_OFF 0u /* the cleanup sequence word */
 #define OS_OFF_EMPTY 0u
 #define OS_OFF_HOLE 1u
 #define OS_TAG_MASK ((1u << 30) - 1)

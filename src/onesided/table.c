@@ -49,16 +49,22 @@
  *     the word before the bytes have landed fails the CRC and retries.
  * Absence and the server's cleanup. A cleanup moves entries backwards
  * into slots a walk may have read already, and empties the slots they
- * leave: a walk that read part of a chain before and the rest after could
- * miss its key and take it for absent. So the server makes the chunk's
- * sequence word odd while it rebuilds a stretch and even again after
- * (layout.h); a walk reads it with its first entries, and before it
- * reports a key absent (an empty slot, or a whole table walked) reads it
- * again: if it was odd or has changed, the walk starts over. A found key
- * needs no such check (its container names the slot and tag read); a SET
- * that inserts into an empty slot needs none either: every slot a cleanup
- * empties, and the empty slot that ended its stretch, get a new tag, so a
- * CAS prepared on the old word fails.
+ * leave: a walk that read part of a chain before and the rest after (or,
+ * on shm, one batch word by word) could miss its key and take it for
+ * absent (and a SET insert it a second time, into the slot the move
+ * left empty: os_gc caught both). So before a walk reports a key absent
+ * (to a GET, a DELETE, or a SET that will insert it), it reads the slots
+ * it walked again, up to and including the empty one, and starts over
+ * unless they hold the same words (compared through a running summary):
+ * two equal collects mean the chain was in that state, without the key,
+ * at the moment between them. Any cleanup in between changes a word in
+ * that range: the slot a key moved into gets a new offset or tag. (A word
+ * that changes and changes back needs 2^30 tag changes; DELETE and the
+ * lock flip bits one way.) After that moment the key cannot appear in the
+ * range but by a SET, and a cleanup re-tags the empty slot too, so an
+ * insert's CAS on it fails. A found key needs no such check (its
+ * container names the slot and tag read). Absent keys pay one more read
+ * of the entries.
  *
  * A word whose container never checks out while the word stays the same
  * was written by a faulty or hostile client. FIND steps over it (counted
@@ -73,6 +79,7 @@
 #include <time.h>
 
 #include "clock.h"
+#include "ring.h"
 #include "table.h"
 #include "zipline_kv.h"
 
@@ -108,7 +115,7 @@ int os_table_init(struct os_table *t, const struct os_geom *g, const struct os_i
 	t->buf_cap = (uint32_t)os_ct_size(ZL_KV_MAX_KEY, ZL_KV_MAX_VAL) + RA_MAX;
 	t->ents_cap = 64;
 	t->buf = malloc(t->buf_cap);
-	t->ents = malloc((t->ents_cap + 2) * sizeof(uint64_t)); /* + the sequence, twice */
+	t->ents = malloc(t->ents_cap * sizeof(uint64_t));
 	t->pre = malloc(OS_PRELOAD * RA_MAX);
 	if (!t->buf || !t->ents || !t->pre) {
 		os_table_fini(t);
@@ -267,24 +274,34 @@ static int preload(struct os_table *t, struct os_counts *c, uint32_t n, uint32_t
 	return k ? sync_io(t, c) : 0;
 }
 
-/* An absence the walk may report: only if no cleanup ran meanwhile. */
-static int absent(struct os_table *t, struct os_counts *c, struct found *f, uint64_t s,
-		  uint64_t w)
+/* Fold word w into a walk's summary (order matters). */
+static uint64_t fold(uint64_t h, uint64_t w)
 {
-	uint64_t *seq = t->ents + t->ents_cap;
-	int rc = rd(t, c, OS_SEQ_OFF, &seq[1], 8);
-	if (rc || (rc = sync_io(t, c)))
-		return rc;
-	if ((seq[0] & 1) || seq[1] != seq[0])
-		return F_RESTART;
-	*f = (struct found){ .slot = s, .w = w };
-	return F_DONE;
+	return zl_mix64(h ^ w) + 0x9e3779b97f4a7c15ull;
 }
 
+/* Whether slots [from, from+n) still hold the words whose summary is sum:
+ * 1 yes, 0 no, or an io error. */
+static int unchanged(struct os_table *t, struct os_counts *c, uint64_t from, uint64_t n,
+		     uint64_t sum)
+{
+	uint64_t mask = t->g.nslots - 1, h = 0;
+	while (n) {
+		uint32_t k = n < t->ents_cap ? (uint32_t)n : t->ents_cap;
+		int rc = read_ents(t, c, from, k);
+		if (rc)
+			return rc;
+		for (uint32_t i = 0; i < k; i++)
+			h = fold(h, t->ents[i]);
+		from = (from + k) & mask;
+		n -= k;
+	}
+	return h == sum;
+}
 static int find(struct os_table *t, struct os_counts *c, const void *key, uint32_t klen,
 		uint64_t home, bool want_all, struct found *f)
 {
-	uint64_t mask = t->g.nslots - 1, s = home & mask;
+	uint64_t mask = t->g.nslots - 1, s = home & mask, sum = 0;
 	uint32_t n = ENTRIES_MIN > os_ra_entries(t->load) ? ENTRIES_MIN : os_ra_entries(t->load);
 	if (n > t->ents_cap)
 		n = t->ents_cap;
@@ -294,19 +311,23 @@ static int find(struct os_table *t, struct os_counts *c, const void *key, uint32
 	for (uint64_t probes = 0; probes < t->g.nslots; probes++, s = (s + 1) & mask, i++) {
 		int rc;
 		if (i == n) {
-			/* the first read of a walk brings the cleanup sequence */
 			uint32_t m = probes ? n : os_ra_entries(t->load) + PRELOAD_EXTRA;
-			if ((!probes && (rc = rd(t, c, OS_SEQ_OFF, t->ents + t->ents_cap, 8))) ||
-			    (rc = read_ents(t, c, s, n)) || (rc = preload(t, c, n, m)))
+			if ((rc = read_ents(t, c, s, n)) || (rc = preload(t, c, n, m)))
 				return rc;
 			i = 0;
 		}
 		uint64_t w = t->ents[i];
 		c->probes++;
+		sum = fold(sum, w);
 		if (os_e_locked(w))
 			return F_RESTART;
-		if (os_e_off(w) == OS_OFF_EMPTY)
-			return absent(t, c, f, s, w);
+		if (os_e_off(w) == OS_OFF_EMPTY) {
+			/* absent, if the walk saw one state of the chain (the top) */
+			if ((rc = unchanged(t, c, home & mask, probes + 1, sum)) != 1)
+				return rc < 0 ? rc : F_RESTART;
+			*f = (struct found){ .slot = s, .w = w };
+			return F_DONE;
+		}
 		if (os_e_off(w) == OS_OFF_HOLE)
 			continue;
 		uint64_t size = 0, have = 0;
@@ -341,9 +362,10 @@ static int find(struct os_table *t, struct os_counts *c, const void *key, uint32
 		}
 		return F_DONE;
 	}
-	struct found none;
-	int rc = absent(t, c, &none, 0, 0);
-	return rc ? rc : -ENOSPC;
+	int rc = unchanged(t, c, home & mask, t->g.nslots, sum);
+	if (rc != 1)
+		return rc < 0 ? rc : F_RESTART;
+	return -ENOSPC;
 }
 
 /* Pause before restart number r: spin first, then sleep up to 1 ms. */
