@@ -449,6 +449,19 @@ int zl_os_del(struct zl_os *os, const void *key, size_t klen, int64_t timeout_us
 	return rc;
 }
 
+int zl_os_cas(struct zl_os *os, uint64_t off, uint64_t *expect, uint64_t desired)
+{
+	int rc = maybe_heartbeat(os);
+	uint64_t old = 0;
+	if (!rc && !(rc = os->t.io.cas(os->t.io.ctx, off, *expect, desired, &old)))
+		rc = os->t.io.sync(os->t.io.ctx);
+	if (rc)
+		return rc;
+	bool ok = old == *expect;
+	*expect = old;
+	return ok;
+}
+
 static void count(struct zl_kv_opcount *o, const struct os_counts *c)
 {
 	*o = (struct zl_kv_opcount){ .calls = c->ops, .reads = c->reads, .writes = c->writes,

@@ -63,9 +63,53 @@ static uint64_t ld(struct zl_kvos *s, uint64_t i)
 	return atomic_load_explicit(slot_at(s, i), memory_order_acquire);
 }
 
+/* The server's CAS on slot i: through the device when its atomics are not
+ * the CPU's and our own connection is up (s->loop), else the CPU's: GC
+ * moves and holes are safe either way, only cleanup needs the device
+ * (gc_cleanup_ok). */
 static bool cas(struct zl_kvos *s, uint64_t i, uint64_t *expect, uint64_t desired)
 {
+	if (!s->loop)
+		return atomic_compare_exchange_strong(slot_at(s, i), expect, desired);
+	uint64_t want = *expect;
+	int rc = zl_os_cas(s->loop, s->g.table_off + i * 8, expect, desired);
+	if (rc >= 0)
+		return rc == 1;
+	ZL_LOG(ZL_LOG_WARN, "onesided: the server's own connection failed (%s)",
+	       zl_strerror(rc));
+	zl_os_close(s->loop);
+	s->loop = NULL;
+	*expect = want;
 	return atomic_compare_exchange_strong(slot_at(s, i), expect, desired);
+}
+
+/* Whether the table may be cleaned: always where the devices' atomics are
+ * the CPU's; else once the collector's own connection (made here, on its
+ * thread: the serving thread answers its HELLO) is up. Tried once a
+ * second at most. */
+static bool cleanup_ok(struct zl_kvos *s)
+{
+	if (!atomic_load(&s->devcas) || s->loop)
+		return true;
+	int64_t now = zl_now_us();
+	if (now < s->loop_retry)
+		return false;
+	s->loop_retry = now + 1000000;
+	char url[sizeof(s->loop_url)];
+	pthread_mutex_lock(&s->mu);
+	memcpy(url, s->loop_url, sizeof(url));
+	pthread_mutex_unlock(&s->mu);
+	if (!url[0]) {
+		ZL_LOG(ZL_LOG_WARN, "onesided: no rdma listener to CAS through: no cleanup");
+		return false;
+	}
+	int rc = zl_os_connect(url, NULL, 5000000, &s->loop);
+	if (rc) {
+		ZL_LOG(ZL_LOG_WARN, "onesided: the server's own connection to %s: %s; no cleanup",
+		       url, zl_strerror(rc));
+		s->loop = NULL;
+	}
+	return s->loop != NULL;
 }
 
 int64_t os_region_of(const struct zl_kvos *s, uint64_t off)
@@ -375,10 +419,9 @@ static void scan(struct zl_kvos *s)
 	s->st.holes = holes;
 	s->st.scans++;
 	s->load_ppm = (uint32_t)((s->g.nslots - empty) * 1000000 / s->g.nslots);
-	bool clean = ((del + holes) * 8 > s->g.nslots || s->deletes_told * 8 > s->g.nslots) &&
-		     !s->no_cleanup;
+	bool clean = (del + holes) * 8 > s->g.nslots || s->deletes_told * 8 > s->g.nslots;
 	pthread_mutex_unlock(&s->mu);
-	if (clean && (del + holes))
+	if (clean && (del + holes) && cleanup_ok(s))
 		cleanup(s);
 }
 
@@ -445,6 +488,8 @@ void *os_collector(void *arg)
 {
 	struct zl_kvos *s = arg;
 	while (!atomic_load(&s->stop)) {
+		if (atomic_load(&s->devcas) && !s->loop)
+			(void)cleanup_ok(s); /* the device's CAS for the moves too */
 		serve_memfd(s);
 		expire(s);
 		repairs(s);
@@ -464,5 +509,7 @@ void *os_collector(void *arg)
 			poll(&p, 1, TICK_NS / 1000000);
 		}
 	}
+	zl_os_close(s->loop); /* its goodbye waits 100 ms at most */
+	s->loop = NULL;
 	return NULL;
 }

@@ -27,5 +27,9 @@ int zl_os_put(struct zl_os *os, const void *key, size_t klen, const void *val,
 	      size_t vlen, uint64_t expected, uint64_t *new_version, int64_t timeout_us);
 int zl_os_del(struct zl_os *os, const void *key, size_t klen, int64_t timeout_us);
 void zl_os_info(const struct zl_os *os, struct zl_kv_info *info);
+/* One compare-and-swap of the 8 bytes at chunk offset off, through the
+ * handle's access method (the server's own CASes through the device:
+ * gc.c). 1 swapped, 0 not (*expect gets the value found), or -errno. */
+int zl_os_cas(struct zl_os *os, uint64_t off, uint64_t *expect, uint64_t desired);
 
 #endif

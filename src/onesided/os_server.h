@@ -41,7 +41,13 @@ struct zl_kvos {
 	char sockname[48];
 	struct zl_rmem *rm[4]; /* rdma: the chunk registered, per device */
 	const struct zl_onesided_ops *ops;
-	bool no_cleanup; /* a device's atomics are not the CPU's: no locks */
+	/* A device's atomics are not the CPU's (no IBV_ATOMIC_GLOB): the
+	 * server's CASes then go through a connection of its own (loop, the
+	 * collector's), to loop_url; until it works, cleanup waits. */
+	atomic_bool devcas;
+	char loop_url[600];     /* under mu */
+	struct zl_os *loop;     /* the collector's */
+	int64_t loop_retry;     /* the collector's */
 
 	pthread_mutex_t mu; /* everything below up to the collector's own */
 	uint8_t *rstate;

@@ -80,10 +80,19 @@ static int open_window(struct zl_kvos *s, zl_channel *ch, struct os_sess *c,
 	}
 	if (rc)
 		return rc;
-	if (!ch->os->atomic_glob(ch) && !s->no_cleanup) {
-		ZL_LOG(ZL_LOG_WARN, "onesided: the device's atomics are not atomic with the CPU's "
-		       "(no IBV_ATOMIC_GLOB): table cleanup is off");
-		s->no_cleanup = true;
+	if (!ch->os->atomic_glob(ch) && !atomic_load(&s->devcas)) {
+		/* our CASes through the device from now on: over a connection
+		 * of our own to an rdma listener of ours (gc.c makes it) */
+		for (int i = 0; i < 8 && !s->loop_url[0]; i++) {
+			char u[sizeof(s->loop_url)];
+			if (zl_server_url(s->srv, i, u, sizeof(u)))
+				break;
+			if (!strncmp(u, "rdma://", 7))
+				memcpy(s->loop_url, u, sizeof(u));
+		}
+		ZL_LOG(ZL_LOG_INFO, "onesided: the device's atomics are not atomic with the CPU's "
+		       "(no IBV_ATOMIC_GLOB): the server CASes through %s", s->loop_url);
+		atomic_store(&s->devcas, true);
 	}
 	c->ch = ch;
 	c->win_client = c->client;
