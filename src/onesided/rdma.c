@@ -90,7 +90,7 @@ int os_rdma_open(struct os_rdma *r, zl_channel *ch, struct os_table *t, uint64_t
 	if (!rc)
 		rc = add(r, t->buf, t->buf_cap);
 	if (!rc)
-		rc = add(r, t->ents, t->ents_cap * sizeof(uint64_t));
+		rc = add(r, t->ents, (t->ents_cap + 1) * sizeof(uint64_t));
 	if (!rc)
 		rc = add(r, t->pre, OS_PRELOAD * OS_RA_MAX);
 	if (rc)

@@ -115,7 +115,7 @@ int os_table_init(struct os_table *t, const struct os_geom *g, const struct os_i
 	t->buf_cap = (uint32_t)os_ct_size(ZL_KV_MAX_KEY, ZL_KV_MAX_VAL) + RA_MAX;
 	t->ents_cap = 64;
 	t->buf = malloc(t->buf_cap);
-	t->ents = malloc(t->ents_cap * sizeof(uint64_t));
+	t->ents = malloc((t->ents_cap + 1) * sizeof(uint64_t)); /* + read_word's */
 	t->pre = malloc(OS_PRELOAD * RA_MAX);
 	if (!t->buf || !t->ents || !t->pre) {
 		os_table_fini(t);
@@ -168,10 +168,15 @@ static int read_ents(struct os_table *t, struct os_counts *c, uint64_t s, uint32
 	return rc ? rc : sync_io(t, c);
 }
 
+/* One word again, into the spare word after the entries (memory the
+ * access method can reach: registered on rdma), then to *w. */
 static int read_word(struct os_table *t, struct os_counts *c, uint64_t s, uint64_t *w)
 {
-	int rc = rd(t, c, slot_off(t, s), w, 8);
-	return rc ? rc : sync_io(t, c);
+	uint64_t *spare = t->ents + t->ents_cap;
+	int rc = rd(t, c, slot_off(t, s), spare, 8);
+	if (!rc && !(rc = sync_io(t, c)))
+		*w = *spare;
+	return rc;
 }
 
 /* ---- FIND ----------------------------------------------------------------- */

@@ -47,7 +47,7 @@ struct os_table {
 	uint64_t garbage_slot; /* the last such slot (the server is told) */
 	uint8_t *buf;          /* containers read: ZL_KV_MAX_VAL plus room */
 	uint32_t buf_cap;
-	uint64_t *ents;        /* entries read ahead */
+	uint64_t *ents;        /* entries read ahead, then a spare word */
 	uint32_t ents_cap;
 	/* containers pre-loaded with the first entries (section 4.3.3) */
 	uint8_t *pre;          /* OS_PRELOAD slots of OS_RA_MAX bytes */
