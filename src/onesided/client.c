@@ -364,16 +364,10 @@ static void budget(struct zl_os *os, int64_t timeout_us)
 	os->t.budget_us = timeout_us < 0 ? 1000000 : timeout_us;
 }
 
-static bool key_ok(const void *key, size_t klen)
-{
-	return key && klen >= 1 && klen <= ZL_KV_MAX_KEY;
-}
 
 int zl_os_get(struct zl_os *os, const void *key, size_t klen, const void **val, size_t *vlen,
 	      uint64_t *version, int64_t timeout_us)
 {
-	if (!key_ok(key, klen))
-		return -EINVAL;
 	int rc = maybe_heartbeat(os);
 	if (rc)
 		return rc;
@@ -396,8 +390,6 @@ int zl_os_get(struct zl_os *os, const void *key, size_t klen, const void **val, 
 int zl_os_put(struct zl_os *os, const void *key, size_t klen, const void *val, size_t vlen,
 	      uint64_t expected, uint64_t *new_version, int64_t timeout_us)
 {
-	if (!key_ok(key, klen) || vlen > ZL_KV_MAX_VAL || (vlen && !val))
-		return -EINVAL;
 	int64_t deadline = timeout_us < 0 ? -1 : zl_now_us() + timeout_us;
 	budget(os, timeout_us);
 	int rc = maybe_heartbeat(os);
@@ -440,8 +432,6 @@ int zl_os_put(struct zl_os *os, const void *key, size_t klen, const void *val, s
 
 int zl_os_del(struct zl_os *os, const void *key, size_t klen, int64_t timeout_us)
 {
-	if (!key_ok(key, klen))
-		return -EINVAL;
 	int rc = maybe_heartbeat(os);
 	budget(os, timeout_us);
 	if (!rc && !(rc = os_del(&os->t, key, (uint32_t)klen)))

@@ -14,7 +14,8 @@
 #include "zipline.h"
 #include "zipline_kv.h"
 
-/* ---- client (zipline_kv.h semantics; see zl_kv_connect(3)) -------------- */
+/* ---- client (zipline_kv.h semantics; see zl_kv_connect(3)) --------------
+ * The caller (src/kv/client.c) has checked the arguments. */
 
 struct zl_os;
 int zl_os_connect(const char *url, const struct zl_opts *opts, int64_t timeout_us,

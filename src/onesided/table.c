@@ -425,6 +425,29 @@ int os_get(struct os_table *t, const void *key, uint32_t klen, const uint8_t **v
 	return 0;
 }
 
+/* The CAS that ends a SET or DELETE, of f's word to nw: 0 done, 1 go round
+ * again (the word changed, or was read more than ABA_BOUND_US ago), or an
+ * error (-EAGAIN when the call's budget is spent). */
+static int publish(struct os_table *t, struct os_counts *c, const struct found *f, uint64_t nw,
+		   int64_t t0, int64_t start, uint32_t round)
+{
+	int rc;
+	if (zl_now_us() - t0 <= ABA_BOUND_US) {
+		uint64_t old = 0;
+		c->cas++;
+		if ((rc = t->io.cas(t->io.ctx, slot_off(t, f->slot), f->w, nw, &old)) ||
+		    (rc = sync_io(t, c)))
+			return rc;
+		if (old == f->w)
+			return 0;
+		c->retries++;
+	}
+	if (zl_now_us() - start > t->budget_us)
+		return -EAGAIN;
+	backoff(round);
+	return t->renew && (rc = t->renew(t->renew_arg)) ? rc : 1;
+}
+
 int os_set(struct os_table *t, const void *key, uint32_t klen, const void *val,
 	   uint32_t vlen, uint64_t expected, const struct os_wctx *w)
 {
@@ -462,24 +485,8 @@ int os_set(struct os_table *t, const void *key, uint32_t klen, const void *val,
 			return rc;
 		if (w->may_commit && (rc = w->may_commit(w->arg)))
 			return rc;
-		if (zl_now_us() - t0 > ABA_BOUND_US) {
-			/* the word we read may be too old: read again */
-			if (zl_now_us() - start > t->budget_us)
-				return -EAGAIN;
-			continue;
-		}
-		uint64_t nw = os_e_make((uint32_t)(w->off / OS_UNIT), tag, 0), old = 0;
-		t->set.cas++;
-		if ((rc = t->io.cas(t->io.ctx, slot_off(t, f.slot), f.w, nw, &old)) ||
-		    (rc = sync_io(t, &t->set)))
-			return rc;
-		if (old == f.w)
-			return 0;
-		t->set.retries++;
-		if (zl_now_us() - start > t->budget_us)
-			return -EAGAIN;
-		backoff(round);
-		if (t->renew && (rc = t->renew(t->renew_arg)))
+		uint64_t nw = os_e_make((uint32_t)(w->off / OS_UNIT), tag, 0);
+		if ((rc = publish(t, &t->set, &f, nw, t0, start, round)) != 1)
 			return rc;
 	}
 }
@@ -497,23 +504,7 @@ int os_del(struct os_table *t, const void *key, uint32_t klen)
 			return rc == -ENOSPC ? -ENOENT : rc;
 		if (!f.match || os_e_deleted(f.w))
 			return -ENOENT;
-		if (zl_now_us() - t0 > ABA_BOUND_US) {
-			if (zl_now_us() - start > t->budget_us)
-				return -EAGAIN;
-			continue;
-		}
-		uint64_t old = 0;
-		t->del.cas++;
-		if ((rc = t->io.cas(t->io.ctx, slot_off(t, f.slot), f.w, f.w | OS_DEL, &old)) ||
-		    (rc = sync_io(t, &t->del)))
-			return rc;
-		if (old == f.w)
-			return 0;
-		t->del.retries++;
-		if (zl_now_us() - start > t->budget_us)
-			return -EAGAIN;
-		backoff(round);
-		if (t->renew && (rc = t->renew(t->renew_arg)))
+		if ((rc = publish(t, &t->del, &f, f.w | OS_DEL, t0, start, round)) != 1)
 			return rc;
 	}
 }
