@@ -271,9 +271,12 @@ static void expire(struct zl_hs *h, int64_t now)
 	}
 }
 
-/* The timer follows the next expiry, so that the set turns readable then. */
+/* The timer follows the next expiry, so that the set turns readable then;
+ * with no handshake left, not at all (no wake-up for nothing). */
 static void set_timer(struct zl_hs *h)
 {
+	if (!h->n)
+		h->next_expiry = ZL_NEVER;
 	if (h->timer_at == h->next_expiry)
 		return;
 	struct itimerspec t = { 0 };
