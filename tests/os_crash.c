@@ -27,7 +27,9 @@
  *       1 s scan): every session has ended, by expiry or because the server
  *       saw its connection end (expired + dropped grew by at least the
  *       kills), no region is held by a client or awaits collection
- *       (regions_free + regions_server == all regions), gc_runs grew; and a
+ *       (regions_free + regions_server + quarantined == all regions: an
+ *       idle survivor's expired session keeps its region out of use until
+ *       it speaks again), gc_runs grew; and a
  *       raw walk of the table (through the in-process server's own mapping;
  *       nothing added to the library) finds no lock bit, every entry's
  *       container valid for its (slot, tag) and inside a server region,
@@ -266,7 +268,7 @@ static struct os_stats_rep stats(zl_client *c)
 
 struct walk {
 	uint64_t live, deleted, holes, surv, shared;
-	uint32_t free, srv, client, collect;
+	uint32_t free, srv, client, collect, quar;
 };
 
 /* A finding of the walk: reported only if the snapshot holds. */
@@ -302,6 +304,7 @@ static int walk_table(struct zl_kvos *os, struct walk *w)
 		w->srv += rst[r] == R_SRV_CUR || rst[r] == R_SRV_FULL;
 		w->client += rst[r] == R_CLIENT;
 		w->collect += rst[r] == R_COLLECT;
+		w->quar += rst[r] == R_QUAR;
 	}
 	int ok = 1;
 	const _Atomic uint64_t *tab = (const _Atomic uint64_t *)(os->base + g->table_off);
@@ -587,7 +590,8 @@ int main(void)
 	struct os_stats_rep st2;
 	for (;;) {
 		st2 = stats(sc);
-		bool quiet = st2.clients == 0 && st2.regions_free + st2.regions_server == nregions &&
+		bool quiet = st2.clients == 0 &&
+			     st2.regions_free + st2.regions_server + st2.quarantined == nregions &&
 			     st2.expired + st2.dropped >= st0.expired + st0.dropped + killed;
 		if (quiet)
 			break;
@@ -627,14 +631,14 @@ int main(void)
 	       (unsigned long long)st2.gc_runs, (unsigned long long)st2.gc_copied,
 	       (unsigned long long)st2.cleanups, (unsigned long long)st2.gc_holes);
 	printf("table: %llu live (%llu survivor, %llu shared), %llu deleted, %llu holes; regions "
-	       "%u free, %u server, %u client, %u collecting\n",
+	       "%u free, %u server, %u client, %u collecting, %u quarantined\n",
 	       (unsigned long long)wk.live, (unsigned long long)wk.surv,
 	       (unsigned long long)wk.shared, (unsigned long long)wk.deleted,
-	       (unsigned long long)wk.holes, wk.free, wk.srv, wk.client, wk.collect);
+	       (unsigned long long)wk.holes, wk.free, wk.srv, wk.client, wk.collect, wk.quar);
 	CHECKF(wk.client == 0 && wk.collect == 0 && wk.free == st2.regions_free &&
-		       wk.free + wk.srv == nregions,
-	       "regions: %u free, %u server, %u client, %u collecting of %u", wk.free, wk.srv,
-	       wk.client, wk.collect, nregions);
+		       wk.free + wk.srv + wk.quar == nregions,
+	       "regions: %u free, %u server, %u client, %u collecting, %u quarantined of %u",
+	       wk.free, wk.srv, wk.client, wk.collect, wk.quar, nregions);
 	CHECKF(wk.surv == NSURV, "%llu survivor keys live in the table",
 	       (unsigned long long)wk.surv);
 	CHECKF(wk.shared == (uint64_t)present, "%llu shared keys live in the table, GET found %d",

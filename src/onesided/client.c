@@ -13,13 +13,13 @@
  * a container and again before the CAS that publishes it, the client
  * checks that its lease (last heartbeat sent + window/2, measured on our
  * clock, which can only make it shorter than the server's) still holds,
- * and renews it if not: a client that stopped never writes or publishes
- * into a region the server may have reused. The gaps between a check and
- * the write or CAS are a few instructions; a process stopped exactly there
- * for longer than window/2 could still spoil containers of the region's
- * next owner or publish one stale word (shm cannot revoke a mapping),
- * which readers then find invalid (-EBADMSG for those keys) and the server
- * turns into holes. zl_os_close ends the session (BYE).
+ * and renews it if not; a session renewed since the SET began fails it
+ * (its region may be gone). A process stopped right between a check and
+ * the write or CAS resumes into a region the server quarantined (server.c:
+ * an expired session's regions are not given out until its client speaks
+ * or goes), so it never touches memory someone else was given. The
+ * container is built in private memory: no one else's writes into our
+ * region can steer the seal. zl_os_close ends the session (BYE).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -45,6 +45,8 @@ struct zl_os {
 	uint8_t *base; /* shm: the chunk mapped here */
 	size_t map_len;
 	struct os_rdma rd; /* rdma: rd.ch set */
+	uint8_t *stage;    /* a SET builds its container here (private) */
+	uint64_t set_session; /* the session the SET under way began in */
 	uint64_t session, seq;
 	int64_t window_us, hb_sent, next_hb;
 	uint64_t deletes; /* since the last heartbeat */
@@ -237,6 +239,9 @@ int zl_os_connect(const char *url, const struct zl_opts *opts, int64_t timeout_u
 	}
 	if (!rc && rdma)
 		rc = os_rdma_open(&os->rd, zl_client_channel(os->cli), &os->t, h.raddr, h.rkey);
+	if (!rc && !(os->stage = rdma ? os->rd.stage : malloc(os_ct_size(ZL_KV_MAX_KEY,
+									      ZL_KV_MAX_VAL))))
+		rc = -ENOMEM;
 	if (rc) {
 		ZL_LOG(ZL_LOG_ERROR, "onesided: connect %s: %s", plain, zl_strerror(rc));
 		zl_os_close(os);
@@ -256,7 +261,9 @@ void zl_os_close(struct zl_os *os)
 		(void)rpc(os, OS_BYE, "", 0, &r, sizeof(r));
 	}
 	if (os->rd.ops)
-		os_rdma_close(&os->rd);
+		os_rdma_close(&os->rd); /* and the stage */
+	else
+		free(os->stage);
 	os_table_fini(&os->t);
 	if (os->base)
 		munmap(os->base, os->map_len);
@@ -302,14 +309,24 @@ static int renew(void *arg)
 	return maybe_heartbeat(arg);
 }
 
+/* Before a SET writes its container into our region, and before it
+ * publishes it: the session it began in must still be ours (a renewal
+ * meanwhile means that region may be someone else's now), and our lease
+ * must hold, measured after any heartbeat made here (we may have been
+ * stopped inside it). */
 static int may_commit(void *arg)
 {
 	struct zl_os *os = arg;
-	if (coarse_us() < os->hb_sent + os->window_us / 2)
-		return 0;
-	uint64_t session = os->session;
-	int rc = heartbeat(os);
-	return rc ? rc : os->session != session ? -ENOENT : 0;
+	for (int k = 0; k < 3; k++) {
+		if (os->session != os->set_session)
+			return -ENOENT;
+		if (coarse_us() < os->hb_sent + os->window_us / 2)
+			return 0;
+		int rc = heartbeat(os);
+		if (rc)
+			return rc;
+	}
+	return -EAGAIN;
 }
 
 /* Room for size bytes in our region: a fresh region when it is full;
@@ -412,10 +429,13 @@ int zl_os_put(struct zl_os *os, const void *key, size_t klen, const void *val, s
 			break;
 		uint64_t ver = os->session << 32 | ++os->seq;
 		uint64_t off = os->r_off + os->r_pos;
-		struct os_wctx w = { .off = off, .local = os->base ? os->base + off : os->rd.stage,
-				     .version = ver,
+		/* built in private memory: nothing touches the region before
+		 * the lease is checked, and nobody else's writes there can
+		 * steer ours */
+		struct os_wctx w = { .off = off, .local = os->stage, .version = ver,
 				     .may_commit = may_commit, .arg = os };
 		uint64_t session = os->session;
+		os->set_session = session;
 		rc = os_set(&os->t, key, (uint32_t)klen, val, (uint32_t)vlen, expected, &w);
 		if (os->session == session && os->has_region)
 			os->r_pos += size; /* written, published or not */

@@ -278,9 +278,13 @@ static bool collect(struct zl_kvos *s)
 		for (uint32_t r = 0; r < s->g.nregions; r++) {
 			if (s->rstate[r] == R_SRV_CUR)
 				ents[r] = UINT64_MAX; /* still filling: not counted whole */
-			if (set[r]) {
+			if (!set[r])
+				continue;
+			s->rcopied[r] = 0;
+			if (s->rquar[r]) {
+				s->rstate[r] = R_QUAR;
+			} else {
 				s->rstate[r] = R_FREE;
-				s->rcopied[r] = 0;
 				s->nfree++;
 			}
 		}
@@ -458,12 +462,12 @@ static void expire(struct zl_kvos *s)
 		if (c->client && now - c->last_hb > s->o.hb_window_us) {
 			ZL_LOG(ZL_LOG_INFO, "onesided: session %llu expired (%lld us silent)",
 			       (unsigned long long)c->session, (long long)(now - c->last_hb));
-			/* its window stays open until its slot is reused: a call
-			 * of a client that was only slow (one emulated READ can
-			 * take longer than the window) must not kill its
-			 * connection; it finds its session gone at its next
-			 * heartbeat */
-			os_sess_drop(s, c, false);
+			/* the client may only be stopped, in the middle of a write:
+			 * its regions are collected but not given out again until
+			 * it speaks or its connection ends, and its window stays
+			 * open (a call of a client that was only slow must not
+			 * kill its connection) until its slot is reused */
+			os_sess_drop(s, c, true);
 			s->st.expired++;
 		}
 	}

@@ -71,6 +71,8 @@ struct os_stats_rep {
 	uint64_t gc_runs, gc_copied, gc_holes, cleanups, cleanup_moved;
 	uint64_t expired, live, deleted, holes, scans;
 	uint64_t dropped; /* sessions ended with their connection */
+	uint64_t quarantined; /* regions of expired sessions kept from reuse
+	                         until their client speaks or goes */
 };
 
 #endif

@@ -17,7 +17,9 @@
 #define OS_REPAIRS 64  /* garbage slots queued for checking */
 #define RESERVE 2      /* free regions clients cannot take: the collector's */
 
-enum { R_FREE, R_CLIENT, R_COLLECT, R_SRV_CUR, R_SRV_FULL };
+/* R_QUAR: collected, but of a session that expired while its client may
+ * only have been stopped (server.c: unquarantine) */
+enum { R_FREE, R_CLIENT, R_COLLECT, R_SRV_CUR, R_SRV_FULL, R_QUAR };
 
 struct os_sess {
 	uint64_t client; /* zl_req_client id; 0: unused */
@@ -54,6 +56,7 @@ struct zl_kvos {
 	uint64_t *rents;   /* entries pointing into each region, at the last
 	                      walk (UINT64_MAX: not counted) */
 	uint64_t *rcopied; /* containers the collector wrote into a region */
+	uint64_t *rquar;   /* the client whose expired session held it, or 0 */
 	uint32_t nfree;
 	struct os_sess *sess;
 	uint64_t next_session;
@@ -76,8 +79,11 @@ struct zl_kvos {
 };
 
 /* server.c: end a session and give its regions to the collector (under
- * mu); rdma: close its window now, or leave it to the slot's next user. */
-void os_sess_drop(struct zl_kvos *s, struct os_sess *c, bool close_win);
+ * mu). expired: its client may be alive but stopped, so its regions are
+ * not given out again until it speaks or goes (quarantine), and its
+ * window (rdma) stays open until its slot is reused; else the window is
+ * closed now. */
+void os_sess_drop(struct zl_kvos *s, struct os_sess *c, bool expired);
 
 /* gc.c */
 void *os_collector(void *arg);

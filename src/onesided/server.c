@@ -42,16 +42,32 @@ static struct os_sess *sess_find(struct zl_kvos *s, uint64_t client)
 	return NULL;
 }
 
-void os_sess_drop(struct zl_kvos *s, struct os_sess *c, bool close_win)
+void os_sess_drop(struct zl_kvos *s, struct os_sess *c, bool expired)
 {
-	if (c->win && close_win) {
+	if (c->win && !expired) {
 		s->ops->win_close(c->win);
 		c->win = NULL;
 	}
-	for (uint32_t i = 0; i < c->nheld; i++)
+	for (uint32_t i = 0; i < c->nheld; i++) {
 		s->rstate[c->held[i]] = R_COLLECT;
+		s->rquar[c->held[i]] = expired ? c->client : 0;
+	}
 	c->nheld = 0;
 	c->client = 0;
+}
+
+/* The client spoke (or its connection ended): whatever it was doing in
+ * the regions of its expired session is over, so they may be given out
+ * again once collected once more (a late CAS may point into them). */
+static void unquarantine(struct zl_kvos *s, uint64_t client)
+{
+	for (uint32_t r = 0; r < s->g.nregions; r++) {
+		if (s->rquar[r] != client)
+			continue;
+		s->rquar[r] = 0;
+		if (s->rstate[r] == R_QUAR)
+			s->rstate[r] = R_COLLECT;
+	}
 }
 
 static const void *req_exact(zl_req *req, size_t want)
@@ -115,9 +131,10 @@ static int on_hello(zl_req *req, void *arg)
 	memcpy(r.sock, s->sockname, sizeof(r.sock));
 	uint64_t id = zl_req_client(req);
 	pthread_mutex_lock(&s->mu);
+	unquarantine(s, id);
 	struct os_sess *c = sess_find(s, id);
 	if (c)
-		os_sess_drop(s, c, true); /* a new session starts clean */
+		os_sess_drop(s, c, false); /* a new session starts clean */
 	c = sess_find(s, 0);
 	if (!c) {
 		r.status = -EUSERS;
@@ -147,6 +164,7 @@ static int on_region(zl_req *req, void *arg)
 	uint32_t release = q->release, want = q->want; /* read once: shm */
 	struct os_region_rep r = { .region = OS_NONE };
 	pthread_mutex_lock(&s->mu);
+	unquarantine(s, zl_req_client(req));
 	struct os_sess *c = sess_find(s, zl_req_client(req));
 	if (!c) {
 		r.status = -ENOENT;
@@ -192,6 +210,7 @@ static int on_heartbeat(zl_req *req, void *arg)
 	uint64_t deletes = q->deletes, garbage = q->garbage_slot;
 	struct os_hb_rep r = { 0 };
 	pthread_mutex_lock(&s->mu);
+	unquarantine(s, zl_req_client(req));
 	struct os_sess *c = sess_find(s, zl_req_client(req));
 	if (!c) {
 		r.status = -ENOENT;
@@ -211,9 +230,10 @@ static int on_bye(zl_req *req, void *arg)
 	struct zl_kvos *s = arg;
 	struct os_hb_rep r = { .status = -ENOENT };
 	pthread_mutex_lock(&s->mu);
+	unquarantine(s, zl_req_client(req));
 	struct os_sess *c = sess_find(s, zl_req_client(req));
 	if (c) {
-		os_sess_drop(s, c, true);
+		os_sess_drop(s, c, false);
 		r.status = 0;
 	}
 	pthread_mutex_unlock(&s->mu);
@@ -226,10 +246,11 @@ static void on_drop(uint64_t client, void *arg)
 {
 	struct zl_kvos *s = arg;
 	pthread_mutex_lock(&s->mu);
+	unquarantine(s, client);
 	for (uint32_t i = 0; i < s->o.max_clients; i++) {
 		struct os_sess *c = &s->sess[i];
 		if (c->client == client) {
-			os_sess_drop(s, c, true);
+			os_sess_drop(s, c, false);
 			s->st.dropped++;
 		}
 		if (c->win && c->win_client == client) {
@@ -246,9 +267,11 @@ static int on_stats(zl_req *req, void *arg)
 	pthread_mutex_lock(&s->mu);
 	struct os_stats_rep r = s->st;
 	r.regions_free = s->nfree;
-	r.regions_client = 0;
-	for (uint32_t i = 0; i < s->g.nregions; i++)
+	r.regions_client = r.quarantined = 0;
+	for (uint32_t i = 0; i < s->g.nregions; i++) {
 		r.regions_client += s->rstate[i] == R_CLIENT;
+		r.quarantined += s->rstate[i] == R_QUAR || s->rquar[i];
+	}
 	r.clients = 0;
 	for (uint32_t i = 0; i < s->o.max_clients; i++)
 		r.clients += s->sess[i].client != 0;
@@ -331,11 +354,12 @@ ZL_API int zl_kvos_create(zl_server *srv, const struct zl_kvos_opts *opts, zl_kv
 	s->rstate = calloc(g.nregions, 1);
 	s->rents = calloc(g.nregions, sizeof(uint64_t));
 	s->rcopied = calloc(g.nregions, sizeof(uint64_t));
+	s->rquar = calloc(g.nregions, sizeof(uint64_t));
 	s->sess = calloc(o.max_clients, sizeof(*s->sess));
 	s->buf = malloc(os_ct_size(ZL_KV_MAX_KEY, ZL_KV_MAX_VAL));
 	s->nfree = g.nregions;
 	int rc = 0;
-	if (!s->rstate || !s->rents || !s->rcopied || !s->sess || !s->buf)
+	if (!s->rstate || !s->rents || !s->rcopied || !s->rquar || !s->sess || !s->buf)
 		rc = -ENOMEM;
 	if (!rc && (s->memfd = zl_memfd_sealed("zipline-onesided", g.chunk_len)) < 0)
 		rc = s->memfd;
@@ -395,6 +419,7 @@ ZL_API void zl_kvos_close(zl_kvos *s)
 	free(s->rstate);
 	free(s->rents);
 	free(s->rcopied);
+	free(s->rquar);
 	free(s->sess);
 	free(s->buf);
 	free(s);

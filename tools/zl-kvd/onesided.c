@@ -46,10 +46,10 @@ int kvd_os_stats(const char *url)
 	printf("clients=%" PRIu64 " regions_free=%" PRIu64 " regions_server=%" PRIu64
 	       " gc_runs=%" PRIu64 " gc_copied=%" PRIu64 " gc_holes=%" PRIu64
 	       " cleanups=%" PRIu64 " cleanup_moved=%" PRIu64 " expired=%" PRIu64
-	       " dropped=%" PRIu64 " live=%" PRIu64 " deleted=%" PRIu64 " holes=%" PRIu64
+	       " dropped=%" PRIu64 " quarantined=%" PRIu64 " live=%" PRIu64 " deleted=%" PRIu64 " holes=%" PRIu64
 	       " scans=%" PRIu64 "\n",
 	       s.clients, s.regions_free, s.regions_server, s.gc_runs, s.gc_copied, s.gc_holes,
-	       s.cleanups, s.cleanup_moved, s.expired, s.dropped, s.live, s.deleted, s.holes, s.scans);
+	       s.cleanups, s.cleanup_moved, s.expired, s.dropped, s.quarantined, s.live, s.deleted, s.holes, s.scans);
 	zl_client_close(cli);
 	return 0;
 }
