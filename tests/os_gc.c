@@ -75,6 +75,10 @@ struct pstat {
 
 /* Shared by all processes (MAP_SHARED, set up before fork). */
 struct shared {
+	atomic_int url_set; /* children are forked before the server's threads
+	                       exist (a fork beside them can inherit a lock one
+	                       holds), and wait for its URL here */
+	struct ost_server srv;
 	atomic_int ready; /* writers done with their first writes */
 	atomic_int stop;
 	struct pstat st[W + R];
@@ -138,6 +142,10 @@ static pid_t spawn(int (*fn)(int), int arg)
 		if (getppid() != parent)
 			_exit(T_EXIT_FAIL);
 		tl_watchdog(90);
+		for (int64_t end = tl_now_us() + 60000000; !atomic_load(&sh->url_set);
+		     tl_sleep_us(1000))
+			CHECKF(tl_now_us() < end, "no server after 60 s");
+		srv = &sh->srv; /* its URLs */
 		tl_exit(fn(arg));
 	}
 	return pid;
@@ -598,19 +606,20 @@ int main(void)
 	o.nslots = nslots;
 	o.max_regions = 2;
 	o.hb_window_us = 2000000;
-	static struct ost_server s;
-	ost_start(&s, &o);
-	srv = &s;
-	printf("%u writers, %u readers, %u keys each (%u stable), %llu slots, %llu MiB of %llu "
-	       "KiB regions, %d s\n",
-	       W, R, per_w, stable_n, (unsigned long long)nslots,
-	       (unsigned long long)(o.mem >> 20), (unsigned long long)(o.region_len >> 10), RUN_S);
-
 	pid_t pids[W + R];
 	for (int w = 0; w < W; w++)
 		pids[w] = spawn(writer, w);
 	for (int i = 0; i < R; i++)
 		pids[W + i] = spawn(reader, i);
+	static struct ost_server s;
+	ost_start(&s, &o);
+	srv = &s;
+	sh->srv = s;
+	atomic_store(&sh->url_set, 1);
+	printf("%u writers, %u readers, %u keys each (%u stable), %llu slots, %llu MiB of %llu "
+	       "KiB regions, %d s\n",
+	       W, R, per_w, stable_n, (unsigned long long)nslots,
+	       (unsigned long long)(o.mem >> 20), (unsigned long long)(o.region_len >> 10), RUN_S);
 
 	zl_client *cli;
 	CHECK_OK(zl_client_connect(s.plain, NULL, OST_TMO, &cli));

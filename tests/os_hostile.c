@@ -108,6 +108,10 @@ struct hstat {
 
 struct shared {
 	atomic_int phase, ready, attacker_ok;
+	atomic_int url_set; /* the children are forked before the server's
+	                       threads exist (a fork beside them can inherit a
+	                       lock one holds: seen as a hang over rdma) */
+	char url[640], plain[600];
 	atomic_int final_locks; /* lock bits set as the attack ended (-1: not yet) */
 	atomic_ullong seq_left; /* the cleanup sequence word the attacker left */
 	atomic_int nbait;
@@ -184,6 +188,11 @@ static pid_t spawn(int (*fn)(int), int arg)
 		if (getppid() != parent)
 			_exit(T_EXIT_FAIL);
 		tl_watchdog(120);
+		for (int64_t end = tl_now_us() + 60000000; !atomic_load(&sh->url_set);
+		     tl_sleep_us(1000))
+			CHECKF(tl_now_us() < end, "no server after 60 s");
+		memcpy(srv.url, sh->url, sizeof(srv.url));
+		memcpy(srv.plain, sh->plain, sizeof(srv.plain));
 		tl_exit(fn(arg));
 	}
 	return pid;
@@ -857,16 +866,18 @@ int main(void)
 	o.nslots = NSLOTS;
 	o.max_regions = 2;
 	o.hb_window_us = 2000000;
+	for (int h = 0; h < H; h++)
+		pids[h] = spawn(honest, h);
+	pids[H] = spawn(attacker, 0);
 	ost_start(&srv, &o);
+	memcpy(sh->url, srv.url, sizeof(sh->url));
+	memcpy(sh->plain, srv.plain, sizeof(sh->plain));
+	atomic_store(&sh->url_set, 1);
 	CHECK_OK(zl_client_connect(srv.plain, NULL, OST_TMO, &cli));
 	view = map_chunk(cli, &vh, PROT_READ);
 	CHECK(vh.nslots == NSLOTS);
 	printf("%d honest processes with %u keys each, one attacker, %u slots, %d s of attack\n",
 	       H, kph, NSLOTS, ATTACK_S);
-
-	for (int h = 0; h < H; h++)
-		pids[h] = spawn(honest, h);
-	pids[H] = spawn(attacker, 0);
 	int64_t end = tl_now_us() + 60000000;
 	while (atomic_load(&sh->ready) < H || !atomic_load(&sh->attacker_ok)) {
 		CHECKF(tl_now_us() < end, "processes not ready after 60 s");
