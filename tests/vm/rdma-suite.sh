@@ -57,6 +57,7 @@ for order in split single split2; do
 	run "chan_stream_duplex_rdma_$order" "$B/tests/chan_stream" rdma duplex
 	run "verbs_sizes_$order" "$B/src/transport/verbs/verbs_test" sizes "$order"
 	run "stream_rdma_$order" bash -c 'stream_rdma "$0"' "$order"
+	run "verbs_counts_$order" "$B/src/transport/verbs/verbs_test" counts "$order"
 done
 # The N:1 server over rdma:// (the mailbox written through memory windows),
 # fewer clients than on the host, and rogue clients against the windows.
