@@ -51,7 +51,8 @@ export B
 for order in split single split2; do
 	export ZL_TEST_URL_rdma="rdma://$ZL_RDMA_IP_A:0?dev=$ZL_RDMA_DEV_A&order=$order"
 	export ZL_TEST_CONNECT_rdma="dev=$ZL_RDMA_DEV_B&order=$order"
-	for t in chan_basic chan_timeout chan_peer_kill chan_zerocopy chan_fd chan_stream; do
+	for t in chan_basic chan_timeout chan_peer_kill chan_zerocopy chan_fd chan_stream \
+		chan_sendv chan_stop_rx chan_kill_tx; do
 		run "${t}_rdma_$order" "$B/tests/$t" rdma
 	done
 	run "chan_stream_duplex_rdma_$order" "$B/tests/chan_stream" rdma duplex
