@@ -671,7 +671,9 @@ static int rc_sendv(zl_channel *ch, const struct zl_msgvec *v, size_t n, int64_t
 	size_t i = 0, held = 0;
 	int64_t deadline = 0; /* read from the clock once a message must wait */
 	int r = 0;
-	if (begin)
+	/* the receiving thread may push a kept fragment (push_own_pending):
+	 * hold nothing while one is pending */
+	if (begin && !atomic_load_explicit(&rc->pend_active, memory_order_acquire))
 		begin(rc);
 	for (; i < n; i++) {
 		size_t len = v[i].len;
@@ -704,7 +706,6 @@ static int rc_sendv(zl_channel *ch, const struct zl_msgvec *v, size_t n, int64_t
 		}
 		if ((r = send_general(rc, v[i].buf, len, t)))
 			break;
-		/* the receiving thread may push a kept fragment: no holding then */
 		if (begin && !atomic_load_explicit(&rc->pend_active, memory_order_acquire))
 			begin(rc);
 	}
