@@ -2,7 +2,7 @@
 /*
  * The streaming floor: spsc.c's bare copying ring, one way. Fixed slots of
  * the message plus an 8-byte sequence footer (rounded up to 64 bytes),
- * as many as fit in 1 MiB (4 to 256); the writer copies in and
+ * as many as fit in 1 MiB (at least 4), as zipline's default ring holds; the writer copies in and
  * release-stores the footer, the reader spins on the footer, copies out and
  * checks the message as every stream receiver does. The reader gives its
  * position back every quarter of the ring (as zipline's lazy read
@@ -39,7 +39,7 @@ static struct geo geometry(size_t size)
 {
 	struct geo g = { (size + 8 + 63) / 64 * 64, 0 };
 	g.nslots = RING_BYTES / g.slot;
-	g.nslots = g.nslots < 4 ? 4 : g.nslots > 256 ? 256 : g.nslots;
+	g.nslots = g.nslots < 4 ? 4 : g.nslots;
 	return g;
 }
 
