@@ -346,6 +346,9 @@ static int zl_sender(const struct stream_opts *o, zl_channel *ch, struct stream_
 	for (int s = 0; s < o->nsizes; s++)
 		maxsz = o->sizes[s] > maxsz ? o->sizes[s] : maxsz;
 	uint32_t batch = o->batch ? o->batch : 1;
+	/* the batch's messages lie next to each other (a stride of the
+	 * largest size would put them in the same cache sets) */
+	maxsz = (maxsz + 63) & ~(size_t)63;
 	uint8_t *tx = calloc(batch, maxsz);
 	int ret = 1;
 	if (!tx) {
@@ -354,9 +357,10 @@ static int zl_sender(const struct stream_opts *o, zl_channel *ch, struct stream_
 	}
 	for (int s = 0; s < o->nsizes; s++) {
 		uint64_t n = stream_count(o, o->sizes[s]), ns;
+		size_t stride = (o->sizes[s] + 63) & ~(size_t)63;
 		for (uint32_t j = 0; j < batch; j++)
-			memset(tx + j * maxsz, 0x5a, o->sizes[s]);
-		if (zl_send_size(ch, o, o->sizes[s], n, tx, maxsz, seq, &ns))
+			memset(tx + j * stride, 0x5a, o->sizes[s]);
+		if (zl_send_size(ch, o, o->sizes[s], n, tx, stride, seq, &ns))
 			goto out;
 		r->msgs[s] = n;
 		r->mps[s][run] = (double)n * 1e9 / (double)(ns ? ns : 1);
