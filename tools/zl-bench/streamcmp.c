@@ -138,8 +138,10 @@ static void plot(const char *path, const struct stream_opts *o)
 	FILE *g;
 	if (gnuplot_open(&g))
 		return;
-	static const char *colors[] = { "#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e",
-					 "#e6ab02", "#a6761d", "#666666" };
+	static const char *colors[MAX_M] = { "#1b9e77", "#d95f02", "#7570b3", "#e7298a",
+					     "#66a61e", "#e6ab02", "#a6761d", "#666666",
+					     "#1f78b4", "#b2df8a", "#fb9a99", "#cab2d6",
+					     "#000000", "#ff7f00", "#6a3d9a", "#b15928" };
 	fprintf(g, "set terminal pngcairo noenhanced size 1200,700 font 'sans,11'\n"
 		   "set output '%s'\nset logscale xy\nset grid\nset key outside right\n"
 		   "set xlabel 'message size (bytes)'\nset ylabel 'GB/s, median of the runs'\n"
@@ -161,7 +163,7 @@ static void plot(const char *path, const struct stream_opts *o)
 			continue;
 		int ref = ms[k].kind != M_ZL;
 		fprintf(g, "%s$d%d using 1:2 with linespoints lw 2 dt %s pt %d lc rgb '%s' title '%s'",
-			n++ ? ", \\\n  " : "", k, ref ? "(7,4)" : "1", ref ? 6 : 7, colors[k % 8],
+			n++ ? ", \\\n  " : "", k, ref ? "(7,4)" : "1", ref ? 6 : 7, colors[k % MAX_M],
 			ms[k].label);
 	}
 	fprintf(g, "\n");
