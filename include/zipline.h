@@ -207,6 +207,31 @@ int zl_send(zl_channel *ch, const void *buf, size_t len, int64_t timeout_us);
 int zl_recv(zl_channel *ch, void *buf, size_t cap, size_t *len,
 	    int64_t timeout_us);
 
+/* One message of a zl_sendv batch. */
+struct zl_msgvec {
+	const void *buf;
+	size_t len;
+};
+
+/*
+ * Send the n messages v[0..n) in order, as n zl_send calls would, with one
+ * publication for all of them where the transport allows it: on shm one
+ * wake-up check for the batch, on rdma one ibv_post_send (one doorbell)
+ * for its records, on tcp/unix one writev. The receiver sees n separate
+ * messages. timeout_us bounds the whole call.
+ * Returns the number of messages accepted (1..n; 0 when n is 0): fewer
+ * than n when the next one found no room in time (-EAGAIN/-ETIMEDOUT
+ * would have been returned for it) or failed; the next call then reports
+ * that error. If the first message cannot be accepted, its error:
+ *   -EAGAIN, -ETIMEDOUT, -EMSGSIZE, -ECONNRESET, -EPIPE, -EPROTO, -EBUSY
+ *                as zl_send
+ *   -EINVAL      NULL channel, v NULL with n > 0, or a buf NULL with len > 0
+ *                (then nothing is sent)
+ * A message larger than one ring record is fragmented as by zl_send, and
+ * its rest may be kept as zl_send keeps it (zl_flush).
+ */
+int zl_sendv(zl_channel *ch, const struct zl_msgvec *v, size_t n, int64_t timeout_us);
+
 /* Push out the rest of a message kept by zl_send. Returns 0 when nothing
  * is pending (any more), else as zl_send; on a failed channel the rest is
  * dropped and the channel's error returned. */
@@ -364,6 +389,19 @@ struct zl_channel_info {
 	uint64_t syscalls;      /* system calls its data path made: waits,
 	                           wake-ups, fences, and on tcp/unix every
 	                           read, write and poll */
+	struct zl_verbs_counts {  /* rdma: verbs calls on this channel's queue
+	                           pair, both threads, from setup on (records,
+	                           read positions, wake-ups, arms); 0 elsewhere */
+		uint64_t wr_posted;    /* send work requests posted */
+		uint64_t post_calls;   /* ibv_post_send calls (doorbells) */
+		uint64_t wr_signaled;  /* of the work requests, signaled ones */
+		uint64_t wr_inline;    /* ... and inline ones */
+		uint64_t bytes_posted; /* bytes the work requests carry (ring
+		                          records, control words) */
+		uint64_t send_cq_polls; /* ibv_poll_cq calls on the send CQ */
+		uint64_t recv_cq_polls; /* ... and on the receive CQ */
+		uint64_t recv_post_calls; /* ibv_post_recv calls */
+	} verbs;
 };
 
 /* Fill *info. -EINVAL on NULL. */

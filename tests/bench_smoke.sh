@@ -31,6 +31,29 @@ for loop in poll arm poller; do
 			--size 8,64,4096,300000 --iters 500 --warmup 50 --timeout 20
 	done
 done
+# one-way streaming: every message checked by the receiver; with a window;
+# and the checks themselves: an injected drop, duplicate or torn message
+# must fail the run with the receiver's ERROR line
+for url in "shm://smoke-$$" "unix:///tmp/zl-smoke-$$.sock" "tcp://127.0.0.1:0"; do
+	WANT="GB/s median" run "$B/tools/zl-bench" stream --url "$url" --size 8,64,4k,300k \
+		--iters 5000 --bytes 8m --runs 2 --timeout 20
+	WANT="GB/s median" run "$B/tools/zl-bench" stream --url "$url" --size 64,64k --iters 3000 \
+		--bytes 8m --runs 1 --window 16 --timeout 20
+	for f in drop:100 dup:1500 dup:2000 torn:1500; do
+		out=$(ZL_BENCH_STREAM_FAULT=$f timeout 60 "$B/tools/zl-bench" stream --url "$url" \
+			--size 64,4k --iters 1000 --runs 1 --timeout 20 2>&1)
+		rc=$?
+		[ $rc -eq 1 ] && grep -q "receiver: ERROR" <<< "$out" ||
+			{ echo "$out"; fail "stream $url with fault $f: exit $rc, no receiver ERROR"; }
+		echo "ok: stream $url fails on fault $f"
+	done
+done
+WANT="GB/s median" run "$B/tools/zl-bench" spsc --stream --size 8,4k,1m --iters 5000 --bytes 8m \
+	--runs 2
+WANT="ratios of median" run "$B/tools/zl-bench" stream-compare --size 64,64k --iters 3000 \
+	--bytes 4m --runs 1 --batch 8 --timeout 20 --csv "/tmp/zl-smoke-$$.csv" \
+	--png "/tmp/zl-smoke-$$.png"
+rm -f "/tmp/zl-smoke-$$.csv" "/tmp/zl-smoke-$$.png"
 WANT="round-trips/s" run "$B/tools/zl-bench" rawtcp --loop epoll --size 8,64,100000 --iters 500 \
 	--warmup 50
 echo "bench_smoke: all passed"

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Public entry points: argument checks, URL dispatch to the transports. */
 #include <errno.h>
+#include <limits.h>
 #include <string.h>
 
 #include "clock.h"
@@ -177,6 +178,40 @@ ZL_API int zl_send(zl_channel *ch, const void *buf, size_t len, int64_t timeout_
 	if (!ch || (!buf && len))
 		return -EINVAL;
 	return ch->ops->send(ch, buf, len, timeout_us);
+}
+
+/* Without the transport's own sendv: one send after the other, under one
+ * deadline. */
+static int sendv_loop(zl_channel *ch, const struct zl_msgvec *v, size_t n, int64_t timeout_us)
+{
+	int64_t deadline = timeout_us > 0 ? zl_now_us() + timeout_us : 0;
+	for (size_t i = 0; i < n; i++) {
+		int64_t t = timeout_us;
+		if (timeout_us > 0 && i) {
+			t = deadline - zl_now_us();
+			t = t > 0 ? t : 0;
+		}
+		int r = ch->ops->send(ch, v[i].buf, v[i].len, t);
+		if (r)
+			return i ? (int)i : r;
+	}
+	return (int)n;
+}
+
+ZL_API int zl_sendv(zl_channel *ch, const struct zl_msgvec *v, size_t n, int64_t timeout_us)
+{
+	if (!ch || (!v && n))
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++)
+		if (!v[i].buf && v[i].len)
+			return -EINVAL;
+	if (!n)
+		return 0;
+	if (n > INT_MAX)
+		n = INT_MAX;
+	if (ch->ops->sendv)
+		return ch->ops->sendv(ch, v, n, timeout_us);
+	return sendv_loop(ch, v, n, timeout_us);
 }
 
 ZL_API int zl_recv(zl_channel *ch, void *buf, size_t cap, size_t *len, int64_t timeout_us)

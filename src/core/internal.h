@@ -33,6 +33,9 @@ struct zl_chan_ops {
 	int (*send)(zl_channel *ch, const void *buf, size_t len, int64_t timeout_us);
 	int (*recv)(zl_channel *ch, void *buf, size_t cap, size_t *len, int64_t timeout_us);
 	int (*flush)(zl_channel *ch, int64_t timeout_us);
+	/* Optional: zl_sendv with one publication (the core loops over send
+	 * without it). Arguments are checked. */
+	int (*sendv)(zl_channel *ch, const struct zl_msgvec *v, size_t n, int64_t timeout_us);
 	int (*reserve)(zl_channel *ch, size_t len, void **ptr);
 	int (*commit)(zl_channel *ch, size_t len);
 	int (*peek)(zl_channel *ch, const void **ptr, size_t *len, int64_t timeout_us);

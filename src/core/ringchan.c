@@ -238,9 +238,11 @@ void zl_ringchan_fini(struct zl_ringchan *rc)
 	rc->pend = rc->asm_buf = NULL;
 }
 
-/* Place one record; -EAGAIN when there is no room. FIRST records carry the
- * total message length in their first 8 bytes. */
-static int put(struct zl_ringchan *rc, const void *p, uint32_t n, uint8_t type, uint64_t total)
+/* Place one record without telling the receiver (put, zl_sendv); -EAGAIN
+ * when there is no room. FIRST records carry the total message length in
+ * their first 8 bytes. */
+static int put_rec(struct zl_ringchan *rc, const void *p, uint32_t n, uint8_t type,
+		   uint64_t total)
 {
 	void *dst;
 	uint32_t rl = n + (type == ZL_REC_FIRST ? 8u : 0u);
@@ -262,10 +264,16 @@ static int put(struct zl_ringchan *rc, const void *p, uint32_t n, uint8_t type, 
 		memcpy(dst, p, n);
 	}
 	r = zl_ring_tx_commit(&rc->tx, rl);
-	if (r)
-		return fail(rc, r);
-	notify_rx(rc);
-	return 0;
+	return r ? fail(rc, r) : 0;
+}
+
+/* Place one record and tell the receiver. */
+static int put(struct zl_ringchan *rc, const void *p, uint32_t n, uint8_t type, uint64_t total)
+{
+	int r = put_rec(rc, p, n, type, total);
+	if (!r)
+		notify_rx(rc);
+	return r;
 }
 
 static int check_alive(struct zl_ringchan *rc)
@@ -637,6 +645,74 @@ static int rc_send(zl_channel *ch, const void *buf, size_t len, int64_t timeout_
 	if (ZL_LIKELY(r != -EAGAIN))
 		return r;
 	return send_general(rc, buf, len, timeout_us);
+}
+
+/* Publish the records zl_sendv placed since the last publication: the
+ * transport's held pushes, then one wake-up check. */
+static int publish_batch(struct zl_ringchan *rc, size_t *held)
+{
+	int r = rc->link->batch_end ? rc->link->batch_end(rc) : 0;
+	if (r)
+		return fail(rc, r);
+	if (*held)
+		notify_rx(rc);
+	*held = 0;
+	return 0;
+}
+
+/* zl_sendv: whole messages that fit now go into the ring one after the
+ * other with one publication; one that must wait (or fragment, or meet an
+ * error) goes through send_general, after what came before was published. */
+static int rc_sendv(zl_channel *ch, const struct zl_msgvec *v, size_t n, int64_t timeout_us)
+{
+	struct zl_ringchan *rc = RC(ch);
+	void (*begin)(struct zl_ringchan *) = rc->link->batch_begin;
+	uint32_t maxp = zl_ring_max_payload(rc->tx.size);
+	size_t i = 0, held = 0;
+	int64_t deadline = 0; /* read from the clock once a message must wait */
+	int r = 0;
+	/* the receiving thread may push a kept fragment (push_own_pending):
+	 * hold nothing while one is pending */
+	if (begin && !atomic_load_explicit(&rc->pend_active, memory_order_acquire))
+		begin(rc);
+	for (; i < n; i++) {
+		size_t len = v[i].len;
+		if (ZL_LIKELY(tx_clear(rc) && len <= rc->send_max && len <= maxp &&
+			      ++rc->ops_since_check < ALIVE_EVERY_OPS)) {
+			r = len <= SMALL_MSG
+				    ? zl_ring_tx_put(&rc->tx, v[i].buf, (uint32_t)len, ZL_REC_MSG)
+				    : -EAGAIN;
+			if (r == -EAGAIN) /* re-reads the read position, pads */
+				r = put_rec(rc, v[i].buf, (uint32_t)len, ZL_REC_MSG, 0);
+			if (!r) {
+				held++;
+				rc->stats.msgs_sent++;
+				rc->stats.bytes_sent += len;
+				continue;
+			}
+			if (r != -EAGAIN) {
+				r = fail(rc, r);
+				break;
+			}
+		}
+		if ((r = publish_batch(rc, &held)))
+			break;
+		int64_t t = timeout_us;
+		if (timeout_us > 0) {
+			int64_t now = zl_now_us();
+			if (!deadline)
+				deadline = now + timeout_us;
+			t = deadline > now ? deadline - now : 0;
+		}
+		if ((r = send_general(rc, v[i].buf, len, t)))
+			break;
+		if (begin && !atomic_load_explicit(&rc->pend_active, memory_order_acquire))
+			begin(rc);
+	}
+	int r2 = publish_batch(rc, &held);
+	if (!r)
+		r = r2;
+	return i ? (int)i : r;
 }
 
 static int rc_flush(zl_channel *ch, int64_t timeout_us)
@@ -1054,6 +1130,8 @@ static void rc_info(const zl_channel *ch, struct zl_channel_info *info)
 	info->syscalls = atomic_load_explicit(&rc->syscalls, memory_order_relaxed);
 	info->rpos_updates = rc->rx.rpos_updates;
 	info->rpos_reads = rc->tx.rpos_reads;
+	if (rc->link->info)
+		rc->link->info(rc, info);
 }
 
 static void rc_close(zl_channel *ch)
@@ -1137,6 +1215,7 @@ const struct zl_chan_ops zl_ringchan_ops = {
 	.send = rc_send,
 	.recv = rc_recv,
 	.flush = rc_flush,
+	.sendv = rc_sendv,
 	.reserve = rc_reserve,
 	.commit = rc_commit,
 	.peek = rc_peek,

@@ -51,6 +51,13 @@ struct zl_ring_link_ops {
 	/* Optional: called before every look at the receive ring, for
 	 * transports whose records are announced by completions. */
 	void (*progress)(struct zl_ringchan *rc);
+	/* Optional (zl_sendv): from batch_begin on, hold the records' pushes,
+	 * and post them together at batch_end (0 or -errno; the channel then
+	 * fails). Only the sending thread pushes in between. */
+	void (*batch_begin)(struct zl_ringchan *rc);
+	int (*batch_end)(struct zl_ringchan *rc);
+	/* Optional: the transport's own counters (zl_channel_info). */
+	void (*info)(const struct zl_ringchan *rc, struct zl_channel_info *info);
 	/* Drain pending RX wakeups without blocking (fd mode). 0, or
 	 * -ECONNRESET when the drain saw that the peer is gone. */
 	int (*drain)(struct zl_ringchan *rc);

@@ -27,14 +27,38 @@ run() { # name, command...
 	fi
 }
 
+# zl-bench stream over rdma:// (receiver on device B, sender on A): every
+# message checked; any loss, duplicate, reordering or tear fails it.
+stream_rdma() { # order
+	local p=$((7400 + RANDOM % 500)) srv rc log=/tmp/stream_srv_$1.log
+	local q="--size 8,64,4k,300k --iters 2000 --bytes 2m --runs 2 --timeout 120"
+	# shellcheck disable=SC2086 # $q is a list of options
+	"$B/tools/zl-bench" stream --server --pin 1 $q \
+		--url "rdma://$ZL_RDMA_IP_B:$p?dev=$ZL_RDMA_DEV_B&order=$1" > "$log" 2>&1 &
+	srv=$!
+	for _ in $(seq 100); do grep -qs "receiving on" "$log" && break; sleep 0.2; done
+	# shellcheck disable=SC2086
+	"$B/tools/zl-bench" stream --client --pin 0 $q \
+		--url "rdma://$ZL_RDMA_IP_B:$p?dev=$ZL_RDMA_DEV_A&order=$1"
+	rc=$?
+	[ $rc -eq 0 ] || kill "$srv" 2>/dev/null
+	wait "$srv" || { cat "$log"; rc=1; }
+	return $rc
+}
+export -f stream_rdma # run's timeout runs it in a child shell
+export B
+
 for order in split single split2; do
 	export ZL_TEST_URL_rdma="rdma://$ZL_RDMA_IP_A:0?dev=$ZL_RDMA_DEV_A&order=$order"
 	export ZL_TEST_CONNECT_rdma="dev=$ZL_RDMA_DEV_B&order=$order"
-	for t in chan_basic chan_timeout chan_peer_kill chan_zerocopy chan_fd chan_stream; do
+	for t in chan_basic chan_timeout chan_peer_kill chan_zerocopy chan_fd chan_stream \
+		chan_sendv chan_stop_rx chan_kill_tx; do
 		run "${t}_rdma_$order" "$B/tests/$t" rdma
 	done
 	run "chan_stream_duplex_rdma_$order" "$B/tests/chan_stream" rdma duplex
 	run "verbs_sizes_$order" "$B/src/transport/verbs/verbs_test" sizes "$order"
+	run "stream_rdma_$order" bash -c 'stream_rdma "$0"' "$order"
+	run "verbs_counts_$order" "$B/src/transport/verbs/verbs_test" counts "$order"
 done
 # The N:1 server over rdma:// (the mailbox written through memory windows),
 # fewer clients than on the host, and rogue clients against the windows.

@@ -12,12 +12,14 @@
 
 #include "zipline.h"
 #include "zl-bench.h"
+#include "stream.h"
 
 static const char usage_text[] =
 	"usage: zl-bench <command> [options]\n"
 	"\n"
-	"Ping-pong latency benchmarks for zipline. Every time printed is a round-trip\n"
-	"time (RTT): the client sends one message, an echo server sends it back.\n"
+	"Latency and streaming benchmarks for zipline. Every time printed is a round-trip\n"
+	"time (RTT): the client sends one message, an echo server sends it back;\n"
+	"stream and stream-compare measure one-way messages/s and GB/s instead.\n"
 	"\n"
 	"commands:\n"
 	"  compare  [--sizes 8,64,512,4096] [--iters N] [--shm-iters N] [--sock-iters N]\n"
@@ -47,6 +49,8 @@ static const char usage_text[] =
 	"  spsc     [--size S[,S...]] [--iters N] [--warmup W] [--csv FILE]\n"
 	"      the copying floor: the simplest correct shared-memory ring, no zipline\n"
 	"      (fixed slots, a sequence footer, memcpy in and out; default 200000).\n"
+	"      --stream [--bytes B] [--runs R]: one-way, as zl-bench stream (the\n"
+	"      streaming floor; a 1 MiB ring of fixed slots, every message checked).\n"
 	"  blocks   [--size S[,S...]] [--iters N] [--blocks B] [--csv FILE]\n"
 	"      floor, spsc, shm:// and shm:// zero-copy in ONE run, in interleaved\n"
 	"      blocks whose order rotates, so that a machine changing speed (a\n"
@@ -64,6 +68,26 @@ static const char usage_text[] =
 	"      CPU A), one call in flight each; total requests/s and per-call RTT for\n"
 	"      each N, after the 1:1 channel ping-pong at the same size as reference.\n"
 	"      Default size 64, iters 200000 for shm://, else 20000.\n"
+	"  stream   --url URL [--size S[,S...]] [--iters N] [--bytes B] [--runs R]\n"
+	"           [--window W] [--batch B] [--csv FILE] [--server | --client]\n"
+	"      one-way streaming: the client sends messages of each size, a receiver\n"
+	"      (forked, on CPU B; or --server, e.g. on another host) checks every one\n"
+	"      (length, sequence number, a word per 64-byte line derived from it) and\n"
+	"      counts back; any dropped, duplicated, reordered or torn message fails\n"
+	"      the run (exit 1). Per size min(N, B / size) messages (at least 64;\n"
+	"      default N 1000000 for shm://, else 200000, B 256m), R runs (default 3):\n"
+	"      messages/s and GB/s, median [min-max] of the runs. --window W: at most\n"
+	"      W messages in flight (the receiver counts back every W/2; default: as\n"
+	"      many as the ring or socket holds). --batch B: B messages per zl_sendv.\n"
+	"      Default sizes 8,64,512,4k,64k,1m.\n"
+	"  stream-compare [--size ...] [--iters N] [--bytes B] [--runs R] [--window W]\n"
+	"           [--batch B] [--csv FILE] [--png FILE]\n"
+	"      stream over shm://, unix:// and tcp://, the same framed messages over\n"
+	"      raw Unix and TCP sockets (writev), the bare copying ring (spsc, the\n"
+	"      floor) and ucx_perftest -t ucp_am_bw / ucp_put_bw on shared memory\n"
+	"      (a skip line if it is not installed), runs interleaved; with --batch\n"
+	"      B > 1 the zipline and raw methods also run batched. Ratios, CSV\n"
+	"      (default zl-bench-stream.csv, replaced) and a PNG (zl-bench-stream.png).\n"
 	"  scan     [--impl scalar,sse2,avx2] [--n 16,64,256,1024,4096] [--iters N]\n"
 	"           [--csv FILE] [--pin A] [--timer ...]\n"
 	"      not a round trip: ns per zl_scan() over N mailbox flags, none set (the\n"
@@ -174,7 +198,7 @@ int parse_pin(const char *s, int *a, int *b)
 enum {
 	O_URL = 1000, O_SIZE, O_ITERS, O_WARMUP, O_PIN, O_CSV, O_ZC, O_UNREAD, O_SERVER, O_CLIENT,
 	O_SIZES, O_PNG, O_UCX, O_TIMER, O_TIMEOUT, O_SHM_ITERS, O_SOCK_ITERS, O_HELP,
-	O_IMPL, O_N, O_CLIENTS, O_BLOCKS, O_LOOP,
+	O_IMPL, O_N, O_CLIENTS, O_BLOCKS, O_LOOP, O_RUNS, O_WINDOW, O_BATCH, O_BYTES, O_STREAM,
 };
 
 static const struct option longopts[] = {
@@ -201,15 +225,30 @@ static const struct option longopts[] = {
 	{"clients", required_argument, 0, O_CLIENTS},
 	{"blocks", required_argument, 0, O_BLOCKS},
 	{"loop", required_argument, 0, O_LOOP},
+	{"runs", required_argument, 0, O_RUNS},
+	{"window", required_argument, 0, O_WINDOW},
+	{"batch", required_argument, 0, O_BATCH},
+	{"bytes", required_argument, 0, O_BYTES},
+	{"stream", no_argument, 0, O_STREAM},
 	{0, 0, 0, 0},
 };
 
-enum cmd { C_PINGPONG, C_FLOOR, C_COMPARE, C_RAWTCP, C_SCAN, C_NTO1, C_SPSC, C_BLOCKS };
+enum cmd { C_PINGPONG, C_FLOOR, C_COMPARE, C_RAWTCP, C_SCAN, C_NTO1, C_SPSC, C_BLOCKS,
+	   C_STREAM, C_STREAM_CMP };
 
 /* Which options each command takes: a usage error beats a silently
  * ignored flag in a benchmark. */
 static int allowed(enum cmd c, int opt)
 {
+	if (c == C_STREAM || c == C_STREAM_CMP) {
+		if (opt == O_URL || opt == O_SERVER || opt == O_CLIENT)
+			return c == C_STREAM;
+		if (opt == O_PNG)
+			return c == C_STREAM_CMP;
+		return opt == O_SIZE || opt == O_SIZES || opt == O_ITERS || opt == O_BYTES ||
+		       opt == O_RUNS || opt == O_WINDOW || opt == O_BATCH || opt == O_CSV ||
+		       opt == O_PIN || opt == O_TIMEOUT || opt == O_HELP;
+	}
 	if (c == C_NTO1)
 		return opt == O_URL || opt == O_CLIENTS || opt == O_SIZE || opt == O_ITERS ||
 		       opt == O_WARMUP || opt == O_CSV || opt == O_PIN || opt == O_TIMER ||
@@ -233,6 +272,8 @@ static int allowed(enum cmd c, int opt)
 		return c != C_FLOOR;
 	case O_SHM_ITERS: case O_SOCK_ITERS: case O_PNG: case O_UCX:
 		return c == C_COMPARE;
+	case O_STREAM: case O_RUNS: case O_BYTES:
+		return c == C_SPSC;
 	}
 	return 0;
 }
@@ -260,6 +301,10 @@ int main(int argc, char **argv)
 		cmd = C_NTO1;
 	else if (!strcmp(name, "blocks"))
 		cmd = C_BLOCKS;
+	else if (!strcmp(name, "stream"))
+		cmd = C_STREAM;
+	else if (!strcmp(name, "stream-compare"))
+		cmd = C_STREAM_CMP;
 	else if (!strcmp(name, "--help") || !strcmp(name, "-h") || !strcmp(name, "help"))
 		return usage(NULL);
 	else
@@ -268,8 +313,8 @@ int main(int argc, char **argv)
 	const char *url = NULL, *csv = NULL, *png = "zl-bench-compare.png", *sizes_arg = NULL;
 	const char *impl_arg = NULL, *n_arg = NULL, *clients_arg = NULL;
 	uint64_t iters = 0, warmup = UINT64_MAX, shm_iters = 0, sock_iters = 0, timeout_s = 10;
-	uint64_t nblocks = 400;
-	int pin_given = 0, cpu_a = 0, cpu_b = 1, zc = 0, unread = 0, ucx = 0;
+	uint64_t nblocks = 400, runs = 3, window = 0, batch = 1, bytes = 256u << 20;
+	int stream_mode = 0, png_given = 0, pin_given = 0, cpu_a = 0, cpu_b = 1, zc = 0, unread = 0, ucx = 0;
 	enum pp_mode mode = PP_BOTH;
 	enum pp_loop loop = LOOP_BLOCK;
 	enum timer_kind tk = TIMER_AUTO;
@@ -325,7 +370,23 @@ int main(int argc, char **argv)
 			if (parse_u64(optarg, &nblocks) || nblocks < 10 || nblocks > 1000000)
 				return usage("bad --blocks '%s' (10..1000000)", optarg);
 			break;
-		case O_PNG: png = optarg; break;
+		case O_PNG: png = optarg; png_given = 1; break;
+		case O_RUNS:
+			if (parse_u64(optarg, &runs) || !runs || runs > ST_MAX_RUNS)
+				return usage("bad --runs '%s' (1..%d)", optarg, ST_MAX_RUNS);
+			break;
+		case O_WINDOW:
+			if (parse_u64(optarg, &window) || window > (1u << 30))
+				return usage("bad --window '%s'", optarg);
+			break;
+		case O_BATCH:
+			if (parse_u64(optarg, &batch) || !batch || batch > ST_MAX_BATCH)
+				return usage("bad --batch '%s' (1..%d)", optarg, ST_MAX_BATCH);
+			break;
+		case O_BYTES:
+			if (parse_u64(optarg, &bytes) || !bytes)
+				return usage("bad --bytes '%s'", optarg);
+			break;
 		case O_LOOP: {
 			static const char *const names[] = {"block", "poll", "arm", "poller"};
 			int k = 0;
@@ -340,6 +401,7 @@ int main(int argc, char **argv)
 			break;
 		}
 		case O_ZC: zc = 1; break;
+		case O_STREAM: stream_mode = 1; break;
 		case O_UNREAD: zc = unread = 1; break;
 		case O_UCX: ucx = 1; break;
 		case O_SERVER:
@@ -393,6 +455,37 @@ int main(int argc, char **argv)
 	int nsizes = 4;
 	if (sizes_arg && parse_sizes(sizes_arg, sizes, &nsizes))
 		return usage("bad size list '%s' (e.g. 8,64,4k; at most 32, each <= 1g)", sizes_arg);
+
+	if (cmd == C_STREAM || cmd == C_STREAM_CMP || (cmd == C_SPSC && stream_mode)) {
+		if (cmd == C_STREAM && !url)
+			return usage("%s", "stream needs --url");
+		if (!sizes_arg) {
+			static const size_t def[] = {8, 64, 512, 4096, 65536, 1 << 20};
+			memcpy(sizes, def, sizeof(def));
+			nsizes = 6;
+		}
+		struct stream_opts so = {
+			.url = url,
+			.nsizes = nsizes,
+			.iters = iters ? iters
+				       : (url && strncmp(url, "shm:", 4) ? 200000 : 1000000),
+			.bytes = bytes,
+			.runs = (int)runs,
+			.window = (uint32_t)window,
+			.batch = (uint32_t)batch,
+			.cpu_tx = cpu_a,
+			.cpu_rx = cpu_b,
+			.timeout_us = timeout_us,
+			.mode = mode,
+		};
+		memcpy(so.sizes, sizes, sizeof(so.sizes));
+		if (cmd == C_SPSC)
+			return stream_spsc_cmd(&so, csv);
+		if (cmd == C_STREAM)
+			return stream_run(&so, csv);
+		return stream_compare_run(&so, csv ? csv : "zl-bench-stream.csv",
+					  png_given ? png : "zl-bench-stream.png");
+	}
 
 	FILE *csvf = NULL;
 	if (csv && cmd != C_COMPARE && cmd != C_NTO1 && !(csvf = report_csv_open(csv, 0)))

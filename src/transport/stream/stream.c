@@ -259,6 +259,143 @@ static int s_send(zl_channel *ch, const void *buf, size_t len, int64_t timeout_u
 	return rc;
 }
 
+/* zl_sendv: up to SENDV_GROUP frames per sendmsg; small frames are copied
+ * together into one piece (as send_frame copies one), larger payloads go
+ * out from the caller's buffers. */
+#define SENDV_GROUP 64
+#define SENDV_COAL 8192
+
+/* Copy len bytes starting at byte from of the iovec stream iov[0..n). */
+static void gather(const struct iovec *iov, int n, size_t from, size_t len, uint8_t *dst)
+{
+	for (int i = 0; i < n && len; i++) {
+		if (from >= iov[i].iov_len) {
+			from -= iov[i].iov_len;
+			continue;
+		}
+		size_t k = iov[i].iov_len - from < len ? iov[i].iov_len - from : len;
+		memcpy(dst, (const uint8_t *)iov[i].iov_base + from, k);
+		dst += k;
+		len -= k;
+		from = 0;
+	}
+}
+
+/* Drop the first k bytes of iov[*idx..n). */
+static void advance(struct iovec *iov, int *idx, size_t k)
+{
+	while (k) {
+		size_t t = iov[*idx].iov_len < k ? iov[*idx].iov_len : k;
+		iov[*idx].iov_base = (uint8_t *)iov[*idx].iov_base + t;
+		iov[*idx].iov_len -= t;
+		k -= t;
+		if (!iov[*idx].iov_len)
+			(*idx)++;
+	}
+}
+
+/* One group of frames: v[0..k) with k <= SENDV_GROUP, all within send_max.
+ * Returns the frames accepted (a frame partly sent when the wait ends is
+ * accepted and its rest kept in sbuf); *rc gets the error that ended it. */
+static size_t send_group(struct schan *c, const struct zl_msgvec *v, size_t k, struct waiter *w,
+			 int *rc)
+{
+	uint8_t coal[SENDV_COAL];
+	uint32_t hdr[SENDV_GROUP];
+	struct iovec iov[2 * SENDV_GROUP], orig[2 * SENDV_GROUP];
+	size_t fend[SENDV_GROUP], total = 0, cl = 0, sent = 0;
+	int niov = 0, idx = 0;
+	for (size_t j = 0; j < k; j++) {
+		size_t len = v[j].len;
+		hdr[j] = htole32((uint32_t)len);
+		if (4 + len <= SMALL_FRAME && cl + 4 + len <= SENDV_COAL) {
+			uint8_t *d = coal + cl;
+			memcpy(d, &hdr[j], 4);
+			if (len)
+				memcpy(d + 4, v[j].buf, len);
+			if (niov && (uint8_t *)iov[niov - 1].iov_base + iov[niov - 1].iov_len == d)
+				iov[niov - 1].iov_len += 4 + len;
+			else
+				iov[niov++] = (struct iovec){ d, 4 + len };
+			cl += 4 + len;
+		} else {
+			iov[niov++] = (struct iovec){ &hdr[j], 4 };
+			if (len)
+				iov[niov++] = (struct iovec){ (void *)v[j].buf, len };
+		}
+		total += 4 + len;
+		fend[j] = total;
+	}
+	memcpy(orig, iov, sizeof(iov[0]) * (size_t)niov);
+	*rc = 0;
+	while (sent < total) {
+		struct msghdr m = { .msg_iov = iov + idx, .msg_iovlen = (size_t)(niov - idx) };
+		c->ssys++;
+		ssize_t r = sendmsg(c->fd, &m, MSG_DONTWAIT | MSG_NOSIGNAL);
+		if (r > 0) {
+			sent += (size_t)r;
+			advance(iov, &idx, (size_t)r);
+		} else if (r < 0 && errno == EINTR) {
+			continue;
+		} else if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+			*rc = peer_gone(c);
+			break;
+		} else if ((*rc = wait_io(c, w, POLLOUT, &c->ssleeps))) {
+			break;
+		}
+	}
+	size_t full = 0;
+	while (full < k && fend[full] <= sent)
+		full++;
+	if (full < k && *rc != -ECONNRESET && sent > (full ? fend[full - 1] : 0)) {
+		size_t rest = fend[full] - sent;
+		if (zl_grow(&c->sbuf, &c->scap, rest)) {
+			*rc = fail(c, -ENOMEM); /* the stream is torn */
+			return full;
+		}
+		gather(orig, niov, sent, rest, c->sbuf);
+		c->poff = 0;
+		c->plen = rest;
+		atomic_store_explicit(&c->pending, true, memory_order_relaxed);
+		full++;
+	}
+	for (size_t j = 0; j < full; j++) {
+		c->msgs_sent++;
+		c->bytes_sent += v[j].len;
+	}
+	return full;
+}
+
+static int s_sendv(zl_channel *ch, const struct zl_msgvec *v, size_t n, int64_t timeout_us)
+{
+	struct schan *c = CH(ch);
+	struct waiter w = WAITER(timeout_us);
+	if (v[0].len > c->send_max)
+		return -EMSGSIZE;
+	slock(c);
+	int rc = atomic_load(&c->err);
+	if (!rc && c->res_open)
+		rc = -EBUSY; /* sbuf holds the reservation */
+	if (!rc && c->plen)
+		rc = push_pending(c, &w);
+	size_t done = 0;
+	while (!rc && done < n) {
+		size_t k = 0;
+		while (k < SENDV_GROUP && done + k < n && v[done + k].len <= c->send_max)
+			k++;
+		if (!k) {
+			rc = -EMSGSIZE;
+			break;
+		}
+		size_t got = send_group(c, v + done, k, &w, &rc);
+		done += got;
+		if (got < k)
+			break;
+	}
+	sunlock(c);
+	return done ? (int)done : rc;
+}
+
 static int s_flush(zl_channel *ch, int64_t timeout_us)
 {
 	struct schan *c = CH(ch);
@@ -610,6 +747,7 @@ static void s_close(zl_channel *ch)
 
 static const struct zl_chan_ops stream_ops = {
 	.send = s_send,
+	.sendv = s_sendv,
 	.recv = s_recv,
 	.flush = s_flush,
 	.reserve = s_reserve,

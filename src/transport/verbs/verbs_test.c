@@ -4,7 +4,7 @@
  * VM (tests/vm/rdma-vm.sh), which sets ZL_RDMA_*; exits 77 elsewhere.
  *
  *   verbs_test CASE [single|split|auto]
- *   CASE: sizes | kill | memlock | hostile | rkey | auto | ring | stall
+ *   CASE: sizes | kill | memlock | hostile | rkey | auto | ring | stall | counts
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -444,6 +444,69 @@ static void case_auto(void)
 	pair_close(&p);
 }
 
+/* What a 64 B ping-pong costs in verbs calls per message, from the
+ * channel's own counters over a spinning ping-pong (no sleeps, so no arms
+ * or wake-ups): every count is checked against what the protocol says,
+ * exactly, and printed per message. */
+static void case_counts(void)
+{
+	enum { WARM = 200, N = 2000, SIZE = 64 };
+	struct pair p = echo_pair(7609, "&spin_us=-1");
+	zl_channel *ch = p.ch;
+	uint8_t buf[SIZE];
+	size_t len;
+	struct zl_channel_info a, b;
+	for (int i = 0; i < WARM + N; i++) {
+		if (i == WARM)
+			zl_channel_info(ch, &a);
+		fill(buf, SIZE, (uint32_t)i);
+		CHECK_RC(zl_send(ch, buf, SIZE, TMO), 0);
+		CHECK_RC(zl_recv(ch, buf, sizeof(buf), &len, TMO), 0);
+	}
+	zl_channel_info(ch, &b);
+	const struct zl_verbs_counts *x = &a.verbs, *y = &b.verbs;
+	uint64_t msgs = b.msgs_sent - a.msgs_sent, rpos = b.rpos_updates - a.rpos_updates;
+	uint64_t wr = y->wr_posted - x->wr_posted, posts = y->post_calls - x->post_calls;
+	uint64_t bytes = y->bytes_posted - x->bytes_posted, inl = y->wr_inline - x->wr_inline;
+	uint64_t sig = y->wr_signaled - x->wr_signaled;
+	if (msgs != N || b.arms != a.arms || b.wakeups_sent != a.wakeups_sent || b.sleeps != a.sleeps)
+		FAIL("%llu messages, %llu arms, %llu wake-ups, %llu sleeps: not a spinning ping-pong",
+		     (unsigned long long)msgs, (unsigned long long)(b.arms - a.arms),
+		     (unsigned long long)(b.wakeups_sent - a.wakeups_sent),
+		     (unsigned long long)(b.sleeps - a.sleeps));
+	/* the record of a 64 B message: 16 B header, the payload, 8 B footer */
+	if (!strcmp(order, "auto"))
+		FAIL("counts needs an explicit order (single, split, split2)");
+	/* split2 writes a record as its data and then its tag */
+	uint64_t rec = 16 + SIZE + 8, per = strcmp(order, "split2") ? 1 : 2;
+	/* read positions: one 16-byte WRITE (position and check word) each */
+	if (wr != N * per + rpos)
+		FAIL("%llu work requests for %d records (%llu each) and %llu read positions",
+		     (unsigned long long)wr, N, (unsigned long long)per, (unsigned long long)rpos);
+	if (posts != N + rpos)
+		FAIL("%llu ibv_post_send calls for %d records and %llu read positions: want one "
+		     "each", (unsigned long long)posts, N, (unsigned long long)rpos);
+	if (bytes != N * rec + rpos * 16)
+		FAIL("%llu bytes posted, want %llu", (unsigned long long)bytes,
+		     (unsigned long long)(N * rec + rpos * 16));
+	if (inl != wr)
+		FAIL("%llu of %llu work requests inline", (unsigned long long)inl,
+		     (unsigned long long)wr);
+	if (y->wr_signaled != y->wr_posted / ZL_RD_SIGNAL_EVERY)
+		FAIL("%llu of %llu work requests signaled, want one in %d",
+		     (unsigned long long)y->wr_signaled, (unsigned long long)y->wr_posted,
+		     ZL_RD_SIGNAL_EVERY);
+	printf("counts: order=%s, %d round trips of %d B, per message sent: %.4f work requests, "
+	       "%.4f ibv_post_send, %.4f signaled, %.4f inline, %.2f bytes, %.4f send-CQ polls, "
+	       "%.4f receive-CQ polls, %.4f ibv_post_recv (%llu read positions)\n",
+	       order, N, SIZE, (double)wr / N, (double)posts / N, (double)sig / N,
+	       (double)inl / N, (double)bytes / N,
+	       (double)(y->send_cq_polls - x->send_cq_polls) / N,
+	       (double)(y->recv_cq_polls - x->recv_cq_polls) / N,
+	       (double)(y->recv_post_calls - x->recv_post_calls) / N, (unsigned long long)rpos);
+	pair_close(&p);
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IONBF, 0);
@@ -476,6 +539,8 @@ int main(int argc, char **argv)
 		case_ring();
 	else if (!strcmp(argv[1], "stall"))
 		case_stall();
+	else if (!strcmp(argv[1], "counts"))
+		case_counts();
 	else
 		return 2;
 	printf("PASS verbs_test %s %s\n", argv[1], order);
