@@ -303,6 +303,22 @@ static int unchanged(struct os_table *t, struct os_counts *c, uint64_t from, uin
 	}
 	return h == sum;
 }
+/* Word w at slot s pointed at no valid container: F_RESTART if the word
+ * changed meanwhile (the container moved), else 0 and it is counted as
+ * garbage (a faulty client's: reported to the server), or an io error. */
+static int garbage(struct os_table *t, struct os_counts *c, uint64_t s, uint64_t w)
+{
+	uint64_t again;
+	int rc = read_word(t, c, s, &again);
+	if (rc)
+		return rc;
+	if (again != w)
+		return F_RESTART;
+	t->garbage++;
+	t->garbage_slot = s;
+	return 0;
+}
+
 static int find(struct os_table *t, struct os_counts *c, const void *key, uint32_t klen,
 		uint64_t home, bool want_all, struct found *f)
 {
@@ -340,13 +356,8 @@ static int find(struct os_table *t, struct os_counts *c, const void *key, uint32
 		if (rc)
 			return rc;
 		if (!ok) {
-			uint64_t again;
-			if ((rc = read_word(t, c, s, &again)))
+			if ((rc = garbage(t, c, s, w)))
 				return rc;
-			if (again != w)
-				return F_RESTART;
-			t->garbage++;
-			t->garbage_slot = s;
 			continue;
 		}
 		const struct os_ct *h = (const struct os_ct *)t->buf;
@@ -354,15 +365,8 @@ static int find(struct os_table *t, struct os_counts *c, const void *key, uint32
 			continue;
 		*f = (struct found){ .slot = s, .w = w, .match = true, .size = size };
 		if (want_all && !os_e_deleted(w) && !load_rest(t, c, w, size, have, &rc)) {
-			if (rc)
+			if (rc || (rc = garbage(t, c, s, w)))
 				return rc;
-			uint64_t again;
-			if ((rc = read_word(t, c, s, &again)))
-				return rc;
-			if (again != w)
-				return F_RESTART;
-			t->garbage++;
-			t->garbage_slot = s;
 			return -EBADMSG;
 		}
 		return F_DONE;
