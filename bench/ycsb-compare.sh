@@ -378,7 +378,7 @@ for be in $backends; do have_backend "$be" && present+=("$be"); done
 			else printf ' - |'; fi
 		done
 		u=$(field "$csv" "$be" a run UPDATE 8) r=$(field "$csv" "$be" a run READ 8)
-		if [ -n "$u" ] && [ -n "$r" ]; then awk -v a="$u" -v b="$r" 'BEGIN { printf " %.2f |\n", b > 0 ? a / b : 0 }'
+		if [ -n "$u" ] && [ -n "$r" ]; then awk -v a="$u" -v b="$r" 'BEGIN { printf " %.2f |\n", (b > 0 ? a / b : 0) }'
 		else echo ' - |'; fi
 	done
 	echo
