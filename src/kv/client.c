@@ -175,19 +175,26 @@ ZL_API int zl_kv_get(zl_kv *kv, const void *key, size_t klen, const void **val, 
 {
 	if (!kv || !key_ok(key, klen))
 		return -EINVAL;
-	if (kv->os)
-		return zl_os_get(kv->os, key, klen, val, vlen, version, timeout_us);
-	struct zl_kvp_req r = { .op = ZL_KVP_GET, .klen = (uint32_t)klen };
-	struct zl_kvp_rep rep;
-	int rc = call_small(kv, &r, key, &rep, timeout_us);
+	const void *v;
+	size_t n;
+	uint64_t ver;
+	int rc;
+	if (kv->os) {
+		rc = zl_os_get(kv->os, key, klen, &v, &n, &ver, timeout_us);
+	} else {
+		struct zl_kvp_req r = { .op = ZL_KVP_GET, .klen = (uint32_t)klen };
+		struct zl_kvp_rep rep;
+		rc = call_small(kv, &r, key, &rep, timeout_us);
+		v = rep.body, n = rep.blen, ver = rep.ver;
+	}
 	if (rc)
 		return rc;
 	if (val)
-		*val = rep.body;
+		*val = v;
 	if (vlen)
-		*vlen = rep.blen;
+		*vlen = n;
 	if (version)
-		*version = rep.ver;
+		*version = ver;
 	return 0;
 }
 

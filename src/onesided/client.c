@@ -390,18 +390,11 @@ int zl_os_get(struct zl_os *os, const void *key, size_t klen, const void **val, 
 		return rc;
 	const uint8_t *v;
 	uint32_t n;
-	uint64_t ver;
 	budget(os, timeout_us);
-	rc = os_get(&os->t, key, (uint32_t)klen, &v, &n, &ver);
-	if (rc)
-		return rc;
-	if (val)
-		*val = v;
-	if (vlen)
-		*vlen = n;
-	if (version)
-		*version = ver;
-	return 0;
+	rc = os_get(&os->t, key, (uint32_t)klen, &v, &n, version);
+	*val = v;
+	*vlen = n;
+	return rc;
 }
 
 int zl_os_put(struct zl_os *os, const void *key, size_t klen, const void *val, size_t vlen,

@@ -157,7 +157,6 @@ static uint64_t srv_alloc(struct zl_kvos *s, uint64_t n)
 			s->cur = r;
 			s->cur_pos = 0;
 			s->rents[r] = UINT64_MAX; /* unknown until a walk counts it */
-			s->st.regions_server++;
 			break;
 		}
 	}
@@ -238,10 +237,8 @@ static uint32_t choose(struct zl_kvos *s, uint8_t *set)
 			if (f < share)
 				share = f, best = r;
 		}
-		if (best >= 0) {
+		if (best >= 0)
 			s->rstate[best] = R_COLLECT;
-			s->st.regions_server--;
-		}
 	}
 	uint32_t k = s->nfree ? s->nfree : 1, n = 0;
 	for (uint32_t r = 0; r < s->g.nregions && n < k; r++)

@@ -21,6 +21,7 @@ struct zl_os;
 int zl_os_connect(const char *url, const struct zl_opts *opts, int64_t timeout_us,
 		  struct zl_os **out);
 void zl_os_close(struct zl_os *os);
+/* *val, *vlen, *version are set on success (none may be NULL). */
 int zl_os_get(struct zl_os *os, const void *key, size_t klen, const void **val,
 	      size_t *vlen, uint64_t *version, int64_t timeout_us);
 /* expected: UINT64_MAX any (put), 0 absent, else that version (cas). */

@@ -149,7 +149,6 @@ static int on_hello(zl_req *req, void *arg)
 			c->client = 0;
 		r.session = c->session;
 		r.load_ppm = s->load_ppm;
-		s->st.clients++;
 	}
 	pthread_mutex_unlock(&s->mu);
 	return zl_reply(req, &r, sizeof(r));
@@ -267,9 +266,10 @@ static int on_stats(zl_req *req, void *arg)
 	pthread_mutex_lock(&s->mu);
 	struct os_stats_rep r = s->st;
 	r.regions_free = s->nfree;
-	r.regions_client = r.quarantined = 0;
+	r.regions_client = r.regions_server = r.quarantined = 0;
 	for (uint32_t i = 0; i < s->g.nregions; i++) {
 		r.regions_client += s->rstate[i] == R_CLIENT;
+		r.regions_server += s->rstate[i] == R_SRV_CUR || s->rstate[i] == R_SRV_FULL;
 		r.quarantined += s->rstate[i] == R_QUAR || s->rquar[i];
 	}
 	r.clients = 0;

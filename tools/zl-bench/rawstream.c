@@ -268,14 +268,7 @@ int stream_raw_run(const struct stream_opts *o, int unix_sock, struct stream_res
 	}
 	struct raw_args a = { o, lfd };
 	pid_t pid = start_peer(raw_child, &a, o->cpu_tx, "raw stream");
-	size_t maxsz = 8;
-	for (int s = 0; s < o->nsizes; s++)
-		maxsz = o->sizes[s] > maxsz ? o->sizes[s] : maxsz;
-	uint32_t batch = o->batch ? o->batch : 1;
-	/* the batch's messages lie next to each other (a stride of the
-	 * largest size would put them in the same cache sets) */
-	maxsz = (maxsz + 63) & ~(size_t)63;
-	uint8_t *tx = calloc(batch, maxsz);
+	uint8_t *tx = stream_tx_alloc(o);
 	close(lfd);
 	if (pid < 0 || !tx)
 		goto out;
@@ -291,9 +284,7 @@ int stream_raw_run(const struct stream_opts *o, int unix_sock, struct stream_res
 	uint64_t seq = 1;
 	for (int s = 0; s < o->nsizes; s++) {
 		uint64_t n = stream_count(o, o->sizes[s]), ns;
-		size_t stride = (o->sizes[s] + 63) & ~(size_t)63;
-		for (uint32_t j = 0; j < batch; j++)
-			memset(tx + j * stride, 0x5a, o->sizes[s]);
+		size_t stride = stream_tx_fill(o, tx, o->sizes[s]);
 		if (raw_send_size(fd, o, o->sizes[s], n, tx, stride, &seq, &ns))
 			goto out;
 		r->msgs[s] = n;

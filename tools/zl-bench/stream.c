@@ -338,28 +338,40 @@ static int zl_send_size(zl_channel *ch, const struct stream_opts *o, size_t size
 	return 0;
 }
 
-/* One run over every size on ch. */
-static int zl_sender(const struct stream_opts *o, zl_channel *ch, struct stream_res *r, int run,
-		     uint64_t *seq)
+uint8_t *stream_tx_alloc(const struct stream_opts *o)
 {
 	size_t maxsz = 8;
 	for (int s = 0; s < o->nsizes; s++)
 		maxsz = o->sizes[s] > maxsz ? o->sizes[s] : maxsz;
 	uint32_t batch = o->batch ? o->batch : 1;
-	/* the batch's messages lie next to each other (a stride of the
-	 * largest size would put them in the same cache sets) */
 	maxsz = (maxsz + 63) & ~(size_t)63;
 	uint8_t *tx = calloc(batch, maxsz);
-	int ret = 1;
-	if (!tx) {
+	if (!tx)
 		fprintf(stderr, "zl-bench stream: out of memory for %u x %zu B\n", batch, maxsz);
+	return tx;
+}
+
+size_t stream_tx_fill(const struct stream_opts *o, uint8_t *tx, size_t size)
+{
+	/* the batch's messages lie next to each other (a stride of the
+	 * largest size would put them in the same cache sets) */
+	size_t stride = (size + 63) & ~(size_t)63;
+	for (uint32_t j = 0; j < (o->batch ? o->batch : 1); j++)
+		memset(tx + j * stride, 0x5a, size);
+	return stride;
+}
+
+/* One run over every size on ch. */
+static int zl_sender(const struct stream_opts *o, zl_channel *ch, struct stream_res *r, int run,
+		     uint64_t *seq)
+{
+	uint8_t *tx = stream_tx_alloc(o);
+	int ret = 1;
+	if (!tx)
 		return 1;
-	}
 	for (int s = 0; s < o->nsizes; s++) {
 		uint64_t n = stream_count(o, o->sizes[s]), ns;
-		size_t stride = (o->sizes[s] + 63) & ~(size_t)63;
-		for (uint32_t j = 0; j < batch; j++)
-			memset(tx + j * stride, 0x5a, o->sizes[s]);
+		size_t stride = stream_tx_fill(o, tx, o->sizes[s]);
 		if (zl_send_size(ch, o, o->sizes[s], n, tx, stride, seq, &ns))
 			goto out;
 		r->msgs[s] = n;

@@ -82,6 +82,12 @@ static inline void st_stamp(uint8_t *buf, size_t n, uint64_t seq)
 	}
 }
 
+/* The sender's buffer: --batch messages of the largest size, each on its
+ * own 64-byte boundary (NULL, with a message, when out of memory); and
+ * its batch of messages of size, filled (returns their stride). */
+uint8_t *stream_tx_alloc(const struct stream_opts *o);
+size_t stream_tx_fill(const struct stream_opts *o, uint8_t *tx, size_t size);
+
 /* 0 if buf[0, len) is message seq of n bytes; else print what is wrong
  * (who: the method) and return 1. */
 int st_check_fail(const char *who, const uint8_t *buf, size_t len, size_t n, uint64_t seq);

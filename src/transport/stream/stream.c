@@ -241,6 +241,19 @@ static int send_frame(struct schan *c, const uint8_t *buf, size_t len, struct wa
 	return 0;
 }
 
+/* The start of every send, under the lock: the channel's error, an open
+ * reservation (sbuf holds it: -EBUSY), or the rest of a fragment pushed
+ * out first. */
+static int send_begin(struct schan *c, struct waiter *w)
+{
+	int rc = atomic_load(&c->err);
+	if (!rc && c->res_open)
+		rc = -EBUSY;
+	if (!rc && c->plen)
+		rc = push_pending(c, w);
+	return rc;
+}
+
 static int s_send(zl_channel *ch, const void *buf, size_t len, int64_t timeout_us)
 {
 	struct schan *c = CH(ch);
@@ -248,11 +261,7 @@ static int s_send(zl_channel *ch, const void *buf, size_t len, int64_t timeout_u
 	if (len > c->send_max)
 		return -EMSGSIZE;
 	slock(c);
-	int rc = atomic_load(&c->err);
-	if (!rc && c->res_open)
-		rc = -EBUSY; /* sbuf holds the reservation */
-	if (!rc && c->plen)
-		rc = push_pending(c, &w);
+	int rc = send_begin(c, &w);
 	if (!rc)
 		rc = send_frame(c, buf, len, &w);
 	sunlock(c);
@@ -373,11 +382,7 @@ static int s_sendv(zl_channel *ch, const struct zl_msgvec *v, size_t n, int64_t 
 	if (v[0].len > c->send_max)
 		return -EMSGSIZE;
 	slock(c);
-	int rc = atomic_load(&c->err);
-	if (!rc && c->res_open)
-		rc = -EBUSY; /* sbuf holds the reservation */
-	if (!rc && c->plen)
-		rc = push_pending(c, &w);
+	int rc = send_begin(c, &w);
 	size_t done = 0;
 	while (!rc && done < n) {
 		size_t k = 0;
