@@ -255,16 +255,7 @@ static int shared_check(zl_kv *kv, uint32_t nchild, const char *when)
 
 /* ---- the server's view ----------------------------------------------------- */
 
-static struct os_stats_rep stats(zl_client *c)
-{
-	const void *p;
-	size_t n;
-	struct os_stats_rep r;
-	int rc = zl_call(c, OS_STATS, "", 0, &p, &n, OST_TMO);
-	CHECKF(rc == 0 && n == sizeof(r), "STATS: %s, %zu bytes", zl_strerror(rc), n);
-	memcpy(&r, p, sizeof(r));
-	return r;
-}
+static struct os_stats_rep stats(zl_client *c) { return ost_stats(c); }
 
 struct walk {
 	uint64_t live, deleted, holes, surv, shared;

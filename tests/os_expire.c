@@ -299,16 +299,7 @@ static uint64_t hon_bytes;
 			}));                                                    \
 	} while (0)
 
-static struct os_stats_rep stats(void)
-{
-	const void *p;
-	size_t n;
-	struct os_stats_rep r;
-	int rc = zl_call(sc, OS_STATS, "", 0, &p, &n, OST_TMO);
-	RCHECK(rc == 0 && n == sizeof(r), "STATS: %s, %zu bytes", zl_strerror(rc), n);
-	memcpy(&r, p, sizeof(r));
-	return r;
-}
+static struct os_stats_rep stats(void) { return ost_stats(sc); }
 
 static void hon_put(uint32_t i)
 {

@@ -287,33 +287,6 @@ static void stats(zl_client *cli, struct os_stats_rep *out);
 
 /* A raw session: HELLO on cli, the chunk's memfd from the server's abstract
  * socket (as client.c's map_shm), mapped read-write. */
-static uint8_t *map_chunk(zl_client *cli, struct os_hello_rep *h)
-{
-	struct os_hello_req q = { .magic = OS_MAGIC, .version = OS_VERSION };
-	const void *p;
-	size_t n;
-	CHECK_OK(zl_call(cli, OS_HELLO, &q, sizeof(q), &p, &n, OST_TMO));
-	CHECKF(n == sizeof(*h), "HELLO reply of %zu bytes", n);
-	memcpy(h, p, n);
-	CHECK(h->magic == OS_MAGIC && h->status == 0 && memchr(h->sock, 0, sizeof(h->sock)));
-	int sk = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-	CHECK(sk >= 0);
-	struct sockaddr_un a = { .sun_family = AF_UNIX };
-	size_t k = strlen(h->sock);
-	memcpy(a.sun_path + 1, h->sock, k);
-	CHECK(connect(sk, (struct sockaddr *)&a,
-		      (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + k)) == 0);
-	int fd = -1, nfd = 0;
-	char ack[8];
-	size_t got;
-	CHECK_OK(zl_recv_fds(sk, ack, sizeof(ack), &got, &fd, 1, &nfd, tl_now_us() + 5000000));
-	close(sk);
-	CHECK(nfd == 1);
-	uint8_t *m = mmap(NULL, h->chunk_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	CHECK(m != MAP_FAILED);
-	close(fd);
-	return m;
-}
 
 static struct {
 	uint8_t *base;
@@ -441,7 +414,7 @@ static int walks_across_cleanup(void)
 	zl_kv *kv = ost_connect(&s);
 	CHECK_OK(zl_client_connect(s.plain, NULL, OST_TMO, &wk.cli));
 	struct os_hello_rep h;
-	wk.base = map_chunk(wk.cli, &h);
+	wk.base = ost_map_chunk(wk.cli, &h, PROT_READ | PROT_WRITE);
 	wk.data_off = h.data_off;
 	wk.table_off = h.table_off;
 	wk.table_end = h.table_off + h.nslots * 8;
@@ -563,12 +536,7 @@ static int walks_across_cleanup(void)
 
 static void stats(zl_client *cli, struct os_stats_rep *out)
 {
-	uint64_t dummy = 0;
-	const void *rep;
-	size_t n;
-	CHECK_OK(zl_call(cli, OS_STATS, &dummy, sizeof(dummy), &rep, &n, OST_TMO));
-	CHECKF(n == sizeof(*out), "STATS reply of %zu bytes", n);
-	memcpy(out, rep, n);
+	*out = ost_stats(cli);
 }
 
 static void print_stats(const char *when, const struct os_stats_rep *s)

@@ -390,34 +390,6 @@ static int honest(int h)
 /* ---- the chunk, mapped as client.c's map_shm does ------------------------------ */
 
 /* HELLO on c, then the chunk's memfd from the server's abstract socket. */
-static uint8_t *map_chunk(zl_client *c, struct os_hello_rep *h, int prot)
-{
-	struct os_hello_req q = { .magic = OS_MAGIC, .version = OS_VERSION };
-	const void *p;
-	size_t n;
-	CHECK_OK(zl_call(c, OS_HELLO, &q, sizeof(q), &p, &n, OST_TMO));
-	CHECKF(n == sizeof(*h), "HELLO reply of %zu bytes", n);
-	memcpy(h, p, n);
-	CHECK(h->magic == OS_MAGIC && h->status == 0);
-	CHECK(memchr(h->sock, 0, sizeof(h->sock)) && h->sock[0]);
-	int sk = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-	CHECK(sk >= 0);
-	struct sockaddr_un a = { .sun_family = AF_UNIX };
-	size_t kn = strlen(h->sock);
-	memcpy(a.sun_path + 1, h->sock, kn);
-	CHECK(connect(sk, (struct sockaddr *)&a,
-		      (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + kn)) == 0);
-	int fd = -1, nfd = 0;
-	char ack[8];
-	size_t got;
-	CHECK_OK(zl_recv_fds(sk, ack, sizeof(ack), &got, &fd, 1, &nfd, tl_now_us() + 5000000));
-	close(sk);
-	CHECK(nfd == 1);
-	uint8_t *m = mmap(NULL, h->chunk_len, (int)prot, MAP_SHARED, fd, 0);
-	CHECK(m != MAP_FAILED);
-	close(fd);
-	return m;
-}
 
 /* ---- the attacker ------------------------------------------------------------- */
 
@@ -702,7 +674,7 @@ static int attacker(int unused)
 	(void)unused;
 	arng.s = seed ^ 0xa77ac4ull;
 	CHECK_OK(zl_client_connect(srv.plain, NULL, OST_TMO, &acli));
-	cb = map_chunk(acli, &hr, PROT_READ | PROT_WRITE);
+	cb = ost_map_chunk(acli, &hr, PROT_READ | PROT_WRITE);
 	CHECK(hr.nslots == NSLOTS);
 	const void *p;
 	size_t n;
@@ -782,14 +754,8 @@ static zl_client *cli;
 
 static void stats(struct os_stats_rep *out)
 {
-	uint64_t dummy = 0;
-	const void *rep;
-	size_t n;
 	int64_t t0 = tl_now_us();
-	int rc = zl_call(cli, OS_STATS, &dummy, sizeof(dummy), &rep, &n, 5000000);
-	CHECKF(rc == 0, "the server did not answer STATS: %s", zl_strerror(rc));
-	CHECKF(n == sizeof(*out), "STATS reply of %zu bytes", n);
-	memcpy(out, rep, n);
+	*out = ost_stats(cli);
 	CHECKF(tl_now_us() - t0 < 2000000, "STATS took %lld us", (long long)(tl_now_us() - t0));
 }
 
@@ -874,7 +840,7 @@ int main(void)
 	memcpy(sh->plain, srv.plain, sizeof(sh->plain));
 	atomic_store(&sh->url_set, 1);
 	CHECK_OK(zl_client_connect(srv.plain, NULL, OST_TMO, &cli));
-	view = map_chunk(cli, &vh, PROT_READ);
+	view = ost_map_chunk(cli, &vh, PROT_READ);
 	CHECK(vh.nslots == NSLOTS);
 	printf("%d honest processes with %u keys each, one attacker, %u slots, %d s of attack\n",
 	       H, kph, NSLOTS, ATTACK_S);

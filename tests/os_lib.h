@@ -18,6 +18,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <stddef.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include "os_proto.h"
+#include "sockutil.h"
 #include "testlib.h"
 #include "zipline.h"
 #include "zipline_kv.h"
@@ -92,6 +99,51 @@ static inline void ost_stop(struct ost_server *s)
 	CHECK_OK(pthread_join(s->th, NULL));
 	zl_kvos_close(s->os);
 	zl_server_close(s->srv);
+}
+
+/* The server's counters (OS_STATS) through cli, a zl_client connected to
+ * s->plain. */
+static inline struct os_stats_rep ost_stats(zl_client *cli)
+{
+	const void *p;
+	size_t n;
+	struct os_stats_rep r;
+	int rc = zl_call(cli, OS_STATS, "", 0, &p, &n, OST_TMO);
+	CHECKF(rc == 0 && n == sizeof(r), "STATS: %s, %zu bytes", zl_strerror(rc), n);
+	memcpy(&r, p, sizeof(r));
+	return r;
+}
+
+/* A raw session, as a client that does not play by the rules would open
+ * one: HELLO on cli, then the chunk's memfd from the server's abstract
+ * socket (as src/onesided/client.c does), mapped with prot. */
+static inline uint8_t *ost_map_chunk(zl_client *cli, struct os_hello_rep *h, int prot)
+{
+	struct os_hello_req q = { .magic = OS_MAGIC, .version = OS_VERSION };
+	const void *p;
+	size_t n;
+	CHECK_OK(zl_call(cli, OS_HELLO, &q, sizeof(q), &p, &n, OST_TMO));
+	CHECKF(n == sizeof(*h), "HELLO reply of %zu bytes", n);
+	memcpy(h, p, n);
+	CHECK(h->magic == OS_MAGIC && h->status == 0);
+	CHECK(memchr(h->sock, 0, sizeof(h->sock)) && h->sock[0]);
+	int sk = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	CHECK(sk >= 0);
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	size_t k = strlen(h->sock);
+	memcpy(a.sun_path + 1, h->sock, k);
+	CHECK(connect(sk, (struct sockaddr *)&a,
+		      (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + k)) == 0);
+	int fd = -1, nfd = 0;
+	char ack[8];
+	size_t got;
+	CHECK_OK(zl_recv_fds(sk, ack, sizeof(ack), &got, &fd, 1, &nfd, tl_now_us() + 5000000));
+	close(sk);
+	CHECK(nfd == 1);
+	uint8_t *m = mmap(NULL, h->chunk_len, prot, MAP_SHARED, fd, 0);
+	CHECK(m != MAP_FAILED);
+	close(fd);
+	return m;
 }
 
 static inline zl_kv *ost_connect(const struct ost_server *s)
