@@ -104,6 +104,41 @@ typedef int (*zl_kv_modify_fn)(const void *val, size_t vlen, void *out, size_t c
 int zl_kv_rmw(zl_kv *kv, const void *key, size_t klen, zl_kv_modify_fn fn, void *arg,
 	      int64_t timeout_us);
 
+/* One operation of zl_kv_batch. */
+enum { ZL_KV_OP_GET = 1, ZL_KV_OP_PUT = 2, ZL_KV_OP_DEL = 3 };
+struct zl_kv_op {
+	int op;          /* ZL_KV_OP_* */
+	const void *key;
+	size_t klen;
+	const void *val; /* PUT: the value, vlen bytes */
+	size_t vlen;     /* PUT: in; GET: out, the value's length */
+	void *buf;       /* GET: the value is copied here (cap bytes; NULL
+	                    with cap 0 for its length and version only) */
+	size_t cap;
+	uint64_t version; /* out: GET the version read, PUT the one written */
+	int rc;          /* out: as zl_kv_get, zl_kv_put, zl_kv_del; GET
+	                    -EMSGSIZE: the value is longer than cap (vlen
+	                    says how long; buf untouched); -ECANCELED: the
+	                    batch stopped before this operation */
+};
+#define ZL_KV_MAX_BATCH 64u
+
+/*
+ * Run n (1..ZL_KV_MAX_BATCH) operations with several in flight at once
+ * (zl_kv_batch(3)): on the one-sided store the first reads of up to 16 go
+ * out together; on zl-kvd the requests are pipelined over the client's
+ * call slots. Operations on the same key take effect in array order;
+ * operations on different keys may take effect in any order, as
+ * concurrent calls would. timeout_us bounds the whole call.
+ * Returns 0 when every operation ran (each one's result in its rc), or
+ * -EINVAL (kv or ops NULL, n out of range, or an operation with a bad
+ * code, key or value: its rc says -EINVAL, the others -ECANCELED, and
+ * nothing ran), or the error that stopped the batch (-ETIMEDOUT,
+ * -ECONNRESET, -EPROTO, -ENOMEM, ...): operations whose rc is that error
+ * may or may not have taken effect, those with -ECANCELED did not.
+ */
+int zl_kv_batch(zl_kv *kv, struct zl_kv_op *ops, size_t n, int64_t timeout_us);
+
 /* One record of a scan. Return 0 to continue, non-zero to stop early. */
 typedef int (*zl_kv_scan_fn)(const void *key, size_t klen, const void *val, size_t vlen,
 			     void *arg);
@@ -139,6 +174,10 @@ struct zl_kv_info {
 	struct zl_kv_opcount get, set, del; /* set: put, cas (and rmw's) */
 	uint64_t garbage;  /* table entries found pointing at no valid
 	                      container (a faulty client wrote them) */
+	/* zl_kv_batch: calls; one-sided, the reads and waits of the first
+	 * steps it sent for several operations at once (the operations'
+	 * own counts have the rest); zl-kvd, the replies waited for */
+	struct zl_kv_opcount batch;
 };
 
 /* What this handle has done so far. 0, or -EINVAL (NULL, or info->size

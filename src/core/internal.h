@@ -132,6 +132,15 @@ zl_channel *zl_client_channel(const zl_client *cli);
 /* fn(client id) runs on the serving thread when a client is dropped,
  * before its channel is closed (NULL: none). */
 void zl_server_on_drop(zl_server *s, void (*fn)(uint64_t client, void *arg), void *arg);
+/* src/server/client.c, for pipelined calls (src/kv): whether a request of
+ * len bytes goes through the channel behind a mailbox slot, where a send
+ * that runs out of time ends the connection (so zl_call_send with no time
+ * to wait is unsafe while replies are pending). */
+bool zl_call_needs_channel(const zl_client *c, size_t len);
+/* Give up on the pipelined call tag (zl_call_send): its reply is discarded
+ * when it comes and the slot is taken back then, as after a zl_call that
+ * timed out. */
+void zl_call_abandon(zl_client *c, int tag);
 
 /* Every channel starts with this header; transports embed it first. */
 struct zl_channel {

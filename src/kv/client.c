@@ -26,7 +26,7 @@ struct zl_kv {
 	uint8_t small[ZL_KVP_HDR + ZL_KV_MAX_KEY]; /* requests without one */
 	uint8_t last[ZL_KV_MAX_KEY]; /* where a paged scan continues */
 	struct zl_os *os; /* store=onesided: every call goes there */
-	struct zl_kv_opcount get, set, del; /* two-sided counts */
+	struct zl_kv_opcount get, set, del, batch; /* two-sided counts */
 };
 
 static int64_t now_us(void)
@@ -164,6 +164,7 @@ ZL_API int zl_kv_info(const zl_kv *kv, struct zl_kv_info *info)
 		i.get = kv->get;
 		i.set = kv->set;
 		i.del = kv->del;
+		i.batch = kv->batch;
 	}
 	size_t n = info->size < sizeof(i) ? info->size : sizeof(i);
 	memcpy(info, &i, n);
@@ -290,6 +291,178 @@ ZL_API int zl_kv_rmw(zl_kv *kv, const void *key, size_t klen, zl_kv_modify_fn fn
 		if (deadline >= 0 && now_us() >= deadline)
 			return -ETIMEDOUT;
 	}
+}
+
+/* ---- zl_kv_batch ----------------------------------------------------------- */
+
+static bool op_ok(const struct zl_kv_op *o)
+{
+	if (!key_ok(o->key, o->klen))
+		return false;
+	switch (o->op) {
+	case ZL_KV_OP_GET:
+		return o->buf || !o->cap;
+	case ZL_KV_OP_PUT:
+		return o->vlen <= ZL_KV_MAX_VAL && (o->val || !o->vlen);
+	case ZL_KV_OP_DEL:
+		return true;
+	default:
+		return false;
+	}
+}
+
+/* The request of o in kv->buf: its length, or -ENOMEM. */
+static uint8_t op_code(const struct zl_kv_op *o)
+{
+	return o->op == ZL_KV_OP_GET ? ZL_KVP_GET : o->op == ZL_KV_OP_PUT ? ZL_KVP_PUT : ZL_KVP_DEL;
+}
+
+static int batch_req(zl_kv *kv, const struct zl_kv_op *o, uint8_t *code)
+{
+	*code = op_code(o);
+	size_t vlen = o->op == ZL_KV_OP_PUT ? o->vlen : 0;
+	struct zl_kvp_req r = { .op = *code, .klen = (uint32_t)o->klen, .vlen = (uint32_t)vlen };
+	int rc = zl_grow(&kv->buf, &kv->cap, ZL_KVP_HDR + o->klen + vlen);
+	if (rc)
+		return rc;
+	zl_kvp_req_hdr(&r, kv->buf);
+	memcpy(kv->buf + ZL_KVP_HDR, o->key, o->klen);
+	if (vlen)
+		memcpy(kv->buf + ZL_KVP_HDR + o->klen, o->val, vlen);
+	return (int)(ZL_KVP_HDR + o->klen + vlen);
+}
+
+/* Start o on zl-kvd: its tag; -EBUSY when it must wait for the replies in
+ * flight (no slot, no room, or a request that must not be sent without
+ * the time to finish it); or an error. */
+static int batch_send(zl_kv *kv, const struct zl_kv_op *o, bool flying, int64_t deadline)
+{
+	uint8_t code;
+	int len = batch_req(kv, o, &code);
+	if (len < 0)
+		return len;
+	if (flying && zl_call_needs_channel(kv->cli, (size_t)len))
+		return -EBUSY;
+	int t = zl_call_send(kv->cli, code, kv->buf, (size_t)len, flying ? 0 : left_us(deadline));
+	if (flying && (t == -EAGAIN || t == -ETIMEDOUT))
+		return -EBUSY;
+	if (t >= 0) {
+		struct zl_kv_opcount *c = code == ZL_KVP_GET ? &kv->get
+					: code == ZL_KVP_DEL ? &kv->del : &kv->set;
+		c->calls++;
+	}
+	return t == -EAGAIN ? -ETIMEDOUT : t;
+}
+
+/* A reply for o (the call's result rc, the reply p, n). 0, or -EPROTO. */
+static int batch_reply(zl_kv *kv, struct zl_kv_op *o, int rc, const void *p, size_t n)
+{
+	uint8_t code = op_code(o);
+	struct zl_kvp_rep rep;
+	if (rc) {
+		o->rc = rc; /* the handler's error */
+		return 0;
+	}
+	if (zl_kvp_rep_parse(code, p, n, &rep)) {
+		ZL_LOG(ZL_LOG_ERROR, "kv: malformed reply to op %u (%zu bytes)", code, n);
+		kv->failed = true;
+		return o->rc = -EPROTO;
+	}
+	if (rep.status)
+		o->rc = rep.status;
+	else if (code == ZL_KVP_GET)
+		zl_kv_op_got(o, rep.body, rep.blen, rep.ver);
+	else
+		o->rc = 0, o->version = rep.ver;
+	return 0;
+}
+
+/* Whether ops[j] must wait for an operation in flight (the same key, one
+ * of the two a write): zl-kvd may serve a client's slots in any order. */
+static bool batch_conflict(const struct zl_kv_op *ops, const int *tags, size_t j)
+{
+	for (size_t i = 0; i < j; i++)
+		if (tags[i] >= 0 && (ops[i].op != ZL_KV_OP_GET || ops[j].op != ZL_KV_OP_GET) &&
+		    zl_kv_same_key(&ops[i], &ops[j]))
+			return true;
+	return false;
+}
+
+/* Pipelined over the client's call slots. */
+static int batch_twosided(zl_kv *kv, struct zl_kv_op *ops, size_t n, int64_t timeout_us)
+{
+	int64_t deadline = deadline_of(timeout_us);
+	int tags[ZL_KV_MAX_BATCH]; /* per op: its call's tag while in flight */
+	size_t sent = 0, done = 0;
+	int flying = 0, rc = kv->failed ? -EPROTO : 0;
+	for (size_t i = 0; i < n; i++)
+		tags[i] = -1;
+	while (!rc && done < n) {
+		while (sent < n && (!flying || !batch_conflict(ops, tags, sent))) {
+			int t = batch_send(kv, &ops[sent], flying > 0, deadline);
+			if (flying && t == -EBUSY)
+				break; /* collect replies first */
+			if (t == -EMSGSIZE) { /* nothing sent: the op's own outcome */
+				ops[sent++].rc = t;
+				done++;
+				continue;
+			}
+			if (t < 0) {
+				rc = t;
+				break;
+			}
+			tags[sent++] = t;
+			flying++;
+		}
+		if (rc || !flying)
+			continue;
+		const void *p;
+		size_t len;
+		int tag;
+		kv->batch.round_trips++;
+		int r = zl_call_recv(kv->cli, &tag, &p, &len, left_us(deadline));
+		if (tag < 0) {
+			rc = r == -EAGAIN ? -ETIMEDOUT : r; /* the time ran out */
+			break;
+		}
+		size_t j = 0;
+		while (j < sent && tags[j] != tag)
+			j++;
+		if (j == sent) { /* not ours: zl_call_recv keeps tags straight */
+			rc = -EPROTO;
+			break;
+		}
+		tags[j] = -1;
+		flying--;
+		done++;
+		rc = batch_reply(kv, &ops[j], r, p, len);
+	}
+	if (rc) { /* in flight: unknown, and given up on; not sent: not run */
+		for (size_t i = 0; i < sent; i++)
+			if (tags[i] >= 0) {
+				ops[i].rc = rc;
+				zl_call_abandon(kv->cli, tags[i]);
+			}
+		zl_kv_op_cancel(ops, sent, n);
+	}
+	return rc;
+}
+
+ZL_API int zl_kv_batch(zl_kv *kv, struct zl_kv_op *ops, size_t n, int64_t timeout_us)
+{
+	if (!kv || !ops || !n || n > ZL_KV_MAX_BATCH)
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++) {
+		if (!op_ok(&ops[i])) {
+			zl_kv_op_cancel(ops, 0, n);
+			ops[i].rc = -EINVAL;
+			return -EINVAL;
+		}
+	}
+	if (kv->os)
+		return zl_os_batch(kv->os, ops, n, timeout_us);
+	kv->batch.calls++;
+	return batch_twosided(kv, ops, n, timeout_us);
 }
 
 ZL_API int zl_kv_scan(zl_kv *kv, const void *start, size_t slen, uint32_t n, zl_kv_scan_fn fn,

@@ -452,6 +452,62 @@ int zl_os_del(struct zl_os *os, const void *key, size_t klen, int64_t timeout_us
 	return rc;
 }
 
+/* One operation of a batch, its lane chosen. */
+static int batch_one(struct zl_os *os, struct zl_kv_op *o, int64_t timeout_us)
+{
+	const void *v;
+	size_t n;
+	uint64_t ver;
+	int rc;
+	switch (o->op) {
+	case ZL_KV_OP_GET:
+		if (!(rc = zl_os_get(os, o->key, o->klen, &v, &n, &ver, timeout_us)))
+			zl_kv_op_got(o, v, n, ver);
+		else
+			o->rc = rc;
+		return o->rc;
+	case ZL_KV_OP_PUT:
+		return o->rc = zl_os_put(os, o->key, o->klen, o->val, o->vlen, UINT64_MAX,
+					 &o->version, timeout_us);
+	default:
+		return o->rc = zl_os_del(os, o->key, o->klen, timeout_us);
+	}
+}
+
+int zl_os_batch(struct zl_os *os, struct zl_kv_op *ops, size_t n, int64_t timeout_us)
+{
+	int64_t deadline = timeout_us < 0 ? -1 : zl_now_us() + timeout_us;
+	os->t.batch.ops++;
+	for (size_t at = 0; at < n; at += OS_LANES) {
+		uint32_t m = n - at < OS_LANES ? (uint32_t)(n - at) : OS_LANES;
+		struct os_key k[OS_LANES];
+		for (uint32_t i = 0; i < m; i++)
+			k[i] = (struct os_key){ ops[at + i].key, (uint32_t)ops[at + i].klen };
+		int rc = maybe_heartbeat(os);
+		if (!rc)
+			rc = os_prime(&os->t, k, m);
+		if (rc) { /* only reads were sent */
+			zl_kv_op_cancel(ops, at, n);
+			return rc;
+		}
+		for (uint32_t i = 0; i < m; i++) {
+			int64_t left = deadline < 0 ? -1 : deadline - zl_now_us();
+			if (deadline >= 0 && left <= 0) {
+				zl_kv_op_cancel(ops, at + i, n);
+				return -ETIMEDOUT;
+			}
+			os_lane(&os->t, i, !zl_kv_after_write(ops, at, at + i));
+			rc = batch_one(os, &ops[at + i], left);
+			os_lane(&os->t, 0, false);
+			if (!zl_kv_op_outcome(rc)) {
+				zl_kv_op_cancel(ops, at + i + 1, n);
+				return rc;
+			}
+		}
+	}
+	return 0;
+}
+
 int zl_os_cas(struct zl_os *os, uint64_t off, uint64_t *expect, uint64_t desired)
 {
 	int rc = maybe_heartbeat(os);
@@ -479,4 +535,5 @@ void zl_os_info(const struct zl_os *os, struct zl_kv_info *info)
 	count(&info->set, &os->t.set);
 	count(&info->del, &os->t.del);
 	info->garbage = os->t.garbage;
+	count(&info->batch, &os->t.batch);
 }

@@ -90,9 +90,9 @@ int os_rdma_open(struct os_rdma *r, zl_channel *ch, struct os_table *t, uint64_t
 	if (!rc)
 		rc = add(r, t->buf, t->buf_cap);
 	if (!rc)
-		rc = add(r, t->ents, (t->ents_cap + 1) * sizeof(uint64_t));
+		rc = add(r, t->ents_all, OS_ENTS_BYTES(t));
 	if (!rc)
-		rc = add(r, t->pre, OS_PRELOAD * OS_RA_MAX);
+		rc = add(r, t->pre_all, OS_PRE_BYTES);
 	if (rc)
 		return rc;
 	t->io = (struct os_io){ rd_read, rd_write, rd_cas, rd_sync, r };

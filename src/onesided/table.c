@@ -115,23 +115,28 @@ int os_table_init(struct os_table *t, const struct os_geom *g, const struct os_i
 	t->buf_cap = (uint32_t)os_ct_size(ZL_KV_MAX_KEY, ZL_KV_MAX_VAL) + RA_MAX;
 	t->ents_cap = 64;
 	t->buf = malloc(t->buf_cap);
-	t->ents = malloc((t->ents_cap + 1) * sizeof(uint64_t)); /* + read_word's */
-	t->pre = malloc(OS_PRELOAD * RA_MAX);
-	if (!t->buf || !t->ents || !t->pre) {
+	t->ents_all = malloc(OS_ENTS_BYTES(t)); /* + read_word's, per lane */
+	t->pre_all = malloc(OS_PRE_BYTES);
+	if (!t->buf || !t->ents_all || !t->pre_all) {
 		os_table_fini(t);
 		return -ENOMEM;
 	}
+	for (uint32_t i = 0; i < OS_LANES; i++) {
+		t->lane[i].ents = t->ents_all + (size_t)i * (t->ents_cap + 1);
+		t->lane[i].pre = t->pre_all + (size_t)i * OS_PRELOAD * RA_MAX;
+	}
+	t->ln = &t->lane[0];
 	return 0;
 }
 
 void os_table_fini(struct os_table *t)
 {
 	free(t->buf);
-	free(t->ents);
-	free(t->pre);
-	t->pre = NULL;
+	free(t->ents_all);
+	free(t->pre_all);
 	t->buf = NULL;
-	t->ents = NULL;
+	t->ents_all = NULL;
+	t->pre_all = NULL;
 }
 
 /* ---- access with counts --------------------------------------------------- */
@@ -153,18 +158,21 @@ static uint64_t slot_off(const struct os_table *t, uint64_t s)
 	return t->g.table_off + s * 8;
 }
 
-/* Read n entries from slot s on into t->ents (two reads where they wrap). */
-static int read_ents(struct os_table *t, struct os_counts *c, uint64_t s, uint32_t n)
+/* Post the read of n entries from slot s on into t->ln->ents (two reads
+ * where they wrap). */
+static int post_ents(struct os_table *t, struct os_counts *c, uint64_t s, uint32_t n)
 {
 	uint64_t first = t->g.nslots - s;
-	int rc;
-	if (n <= first) {
-		rc = rd(t, c, slot_off(t, s), t->ents, n * 8);
-	} else {
-		rc = rd(t, c, slot_off(t, s), t->ents, (uint32_t)first * 8);
-		if (!rc)
-			rc = rd(t, c, slot_off(t, 0), t->ents + first, (uint32_t)(n - first) * 8);
-	}
+	uint64_t *e = t->ln->ents;
+	if (n <= first)
+		return rd(t, c, slot_off(t, s), e, n * 8);
+	int rc = rd(t, c, slot_off(t, s), e, (uint32_t)first * 8);
+	return rc ? rc : rd(t, c, slot_off(t, 0), e + first, (uint32_t)(n - first) * 8);
+}
+
+static int read_ents(struct os_table *t, struct os_counts *c, uint64_t s, uint32_t n)
+{
+	int rc = post_ents(t, c, s, n);
 	return rc ? rc : sync_io(t, c);
 }
 
@@ -172,7 +180,7 @@ static int read_ents(struct os_table *t, struct os_counts *c, uint64_t s, uint32
  * access method can reach: registered on rdma), then to *w. */
 static int read_word(struct os_table *t, struct os_counts *c, uint64_t s, uint64_t *w)
 {
-	uint64_t *spare = t->ents + t->ents_cap;
+	uint64_t *spare = t->ln->ents + t->ents_cap;
 	int rc = rd(t, c, slot_off(t, s), spare, 8);
 	if (!rc && !(rc = sync_io(t, c)))
 		*w = *spare;
@@ -204,13 +212,14 @@ static int load_ct(struct os_table *t, struct os_counts *c, uint64_t s, uint64_t
 	uint32_t want = t->ra_bytes;
 	if (want > room)
 		want = (uint32_t)room;
+	struct os_lane *ln = t->ln;
 	uint32_t k = 0;
-	while (k < OS_PRELOAD && t->pre_w[k] != w)
+	while (k < OS_PRELOAD && ln->pre_w[k] != w)
 		k++;
 	if (k < OS_PRELOAD) { /* read with the entries' batch */
-		want = t->pre_len[k];
-		memcpy(t->buf, t->pre + (size_t)k * RA_MAX, want);
-		t->pre_w[k] = 0;
+		want = ln->pre_len[k];
+		memcpy(t->buf, ln->pre + (size_t)k * RA_MAX, want);
+		ln->pre_w[k] = 0;
 	} else if ((*err = rd(t, c, pos, t->buf, want)) || (*err = sync_io(t, c))) {
 		return 0;
 	}
@@ -250,33 +259,40 @@ static int load_rest(struct os_table *t, struct os_counts *c, uint64_t w, uint64
 	return os_ct_check_all(t->buf);
 }
 
-/* Pre-load the containers of the first m occupied entries just read, in
- * one batch with one wait: a collision chain then costs no further round
- * trip. The first batch of a walk takes as many as Knuth's expected probes
+/* Post the pre-load of the containers of the first m occupied entries
+ * just read: a collision chain then costs no further round trip. The
+ * first batch of a walk takes as many as Knuth's expected probes
  * (os_ra_entries) and PRELOAD_EXTRA; a walk that goes on is in a long
- * chain and takes the whole batch. */
-static int preload(struct os_table *t, struct os_counts *c, uint32_t n, uint32_t m)
+ * chain and takes the whole batch. The number posted, or io's error. */
+static int post_preload(struct os_table *t, struct os_counts *c, uint32_t n, uint32_t m)
 {
+	struct os_lane *ln = t->ln;
 	uint32_t k = 0;
 	uint64_t dend = t->g.data_off + t->g.data_len;
-	memset(t->pre_w, 0, sizeof(t->pre_w));
+	memset(ln->pre_w, 0, sizeof(ln->pre_w));
 	if (m > OS_PRELOAD)
 		m = OS_PRELOAD;
 	for (uint32_t j = 0; j < n && k < m; j++) {
-		uint64_t w = t->ents[j], pos = (uint64_t)os_e_off(w) * OS_UNIT;
+		uint64_t w = ln->ents[j], pos = (uint64_t)os_e_off(w) * OS_UNIT;
 		if (os_e_locked(w) || os_e_off(w) == OS_OFF_EMPTY)
 			break;
 		if (os_e_off(w) == OS_OFF_HOLE || pos < t->g.data_off ||
 		    pos > dend - os_ct_size(1, 0))
 			continue;
 		uint32_t len = t->ra_bytes < dend - pos ? t->ra_bytes : (uint32_t)(dend - pos);
-		int rc = rd(t, c, pos, t->pre + (size_t)k * RA_MAX, len);
+		int rc = rd(t, c, pos, ln->pre + (size_t)k * RA_MAX, len);
 		if (rc)
 			return rc;
-		t->pre_w[k] = w;
-		t->pre_len[k++] = len;
+		ln->pre_w[k] = w;
+		ln->pre_len[k++] = len;
 	}
-	return k ? sync_io(t, c) : 0;
+	return (int)k;
+}
+
+static int preload(struct os_table *t, struct os_counts *c, uint32_t n, uint32_t m)
+{
+	int k = post_preload(t, c, n, m);
+	return k > 0 ? sync_io(t, c) : k;
 }
 
 /* Fold word w into a walk's summary (order matters). */
@@ -297,7 +313,7 @@ static int unchanged(struct os_table *t, struct os_counts *c, uint64_t from, uin
 		if (rc)
 			return rc;
 		for (uint32_t i = 0; i < k; i++)
-			h = fold(h, t->ents[i]);
+			h = fold(h, t->ln->ents[i]);
 		from = (from + k) & mask;
 		n -= k;
 	}
@@ -319,25 +335,40 @@ static int garbage(struct os_table *t, struct os_counts *c, uint64_t s, uint64_t
 	return 0;
 }
 
+/* Entries a walk reads at once, and the containers pre-loaded with its
+ * first batch. */
+static uint32_t walk_batch(const struct os_table *t)
+{
+	uint32_t n = ENTRIES_MIN > os_ra_entries(t->load) ? ENTRIES_MIN : os_ra_entries(t->load);
+	if (n > t->ents_cap)
+		n = t->ents_cap;
+	return n > t->g.nslots ? (uint32_t)t->g.nslots : n;
+}
+
+static uint32_t first_preload(const struct os_table *t)
+{
+	return os_ra_entries(t->load) + PRELOAD_EXTRA;
+}
+
 static int find(struct os_table *t, struct os_counts *c, const void *key, uint32_t klen,
 		uint64_t home, bool want_all, struct found *f)
 {
 	uint64_t mask = t->g.nslots - 1, s = home & mask, sum = 0;
-	uint32_t n = ENTRIES_MIN > os_ra_entries(t->load) ? ENTRIES_MIN : os_ra_entries(t->load);
-	if (n > t->ents_cap)
-		n = t->ents_cap;
-	if (n > t->g.nslots)
-		n = (uint32_t)t->g.nslots;
-	uint32_t i = n;
+	uint32_t n = walk_batch(t), i = n;
+	if (t->ln->primed && t->ln->home == home) { /* os_prime read the first step */
+		n = t->ln->n;
+		i = 0;
+	}
+	t->ln->primed = false;
 	for (uint64_t probes = 0; probes < t->g.nslots; probes++, s = (s + 1) & mask, i++) {
 		int rc;
 		if (i == n) {
-			uint32_t m = probes ? n : os_ra_entries(t->load) + PRELOAD_EXTRA;
+			uint32_t m = probes ? n : first_preload(t);
 			if ((rc = read_ents(t, c, s, n)) || (rc = preload(t, c, n, m)))
 				return rc;
 			i = 0;
 		}
-		uint64_t w = t->ents[i];
+		uint64_t w = t->ln->ents[i];
 		c->probes++;
 		sum = fold(sum, w);
 		if (os_e_locked(w))
@@ -461,7 +492,7 @@ int os_set(struct os_table *t, const void *key, uint32_t klen, const void *val,
 	t->set.ops++;
 	for (uint32_t round = 0;; round++) {
 		struct found f;
-		int64_t t0 = zl_now_us();
+		int64_t t0 = t->ln->primed ? t->primed_at : zl_now_us();
 		int rc = find_settled(t, &t->set, key, klen, home, false, &f, start, &round);
 		if (rc)
 			return rc;
@@ -502,7 +533,7 @@ int os_del(struct os_table *t, const void *key, uint32_t klen)
 	t->del.ops++;
 	for (uint32_t round = 0;; round++) {
 		struct found f;
-		int64_t t0 = zl_now_us();
+		int64_t t0 = t->ln->primed ? t->primed_at : zl_now_us();
 		int rc = find_settled(t, &t->del, key, klen, home, false, &f, start, &round);
 		if (rc)
 			return rc == -ENOSPC ? -ENOENT : rc;
@@ -511,4 +542,47 @@ int os_del(struct os_table *t, const void *key, uint32_t klen)
 		if ((rc = publish(t, &t->del, &f, f.w | OS_DEL, t0, start, round)) != 1)
 			return rc;
 	}
+}
+
+/* ---- pipelining ----------------------------------------------------------- */
+
+void os_lane(struct os_table *t, uint32_t i, bool primed)
+{
+	t->ln = &t->lane[i < OS_LANES ? i : 0];
+	if (!primed)
+		t->ln->primed = false;
+}
+
+int os_prime(struct os_table *t, const struct os_key *k, uint32_t n)
+{
+	struct os_counts *c = &t->batch;
+	uint64_t mask = t->g.nslots - 1;
+	uint32_t per = walk_batch(t), posted = 0;
+	int rc = 0;
+	if (n > OS_LANES)
+		n = OS_LANES;
+	t->primed_at = zl_now_us();
+	for (uint32_t i = 0; i < n && !rc; i++) {
+		struct os_lane *ln = &t->lane[i];
+		ln->primed = false;
+		ln->home = os_hash(k[i].key, k[i].klen);
+		ln->n = per;
+		t->ln = ln;
+		rc = post_ents(t, c, ln->home & mask, per);
+	}
+	if (!rc)
+		rc = sync_io(t, c);
+	for (uint32_t i = 0; i < n && !rc; i++) {
+		t->ln = &t->lane[i];
+		int m = post_preload(t, c, per, first_preload(t));
+		if (m < 0)
+			rc = m;
+		posted += m > 0 ? (uint32_t)m : 0;
+	}
+	if (!rc && posted)
+		rc = sync_io(t, c);
+	for (uint32_t i = 0; i < n; i++)
+		t->lane[i].primed = !rc;
+	t->ln = &t->lane[0];
+	return rc;
 }

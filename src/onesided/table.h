@@ -7,6 +7,7 @@
 #ifndef ZL_OS_TABLE_H
 #define ZL_OS_TABLE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "layout.h"
@@ -30,6 +31,22 @@ struct os_counts {
 	uint64_t ops, reads, writes, cas, syncs, probes, retries;
 };
 
+#define OS_PRELOAD 8u
+#define OS_RA_MAX 4096u
+#define OS_LANES 16u /* calls whose first steps go out together (os_prime) */
+
+/* What one call's walk reads: the entries, then a spare word; the
+ * containers pre-loaded with the first entries (section 4.3.3). */
+struct os_lane {
+	uint64_t *ents;
+	uint8_t *pre;          /* OS_PRELOAD slots of OS_RA_MAX bytes */
+	uint64_t pre_w[OS_PRELOAD]; /* the word each was read for (0: none) */
+	uint32_t pre_len[OS_PRELOAD];
+	uint64_t home;         /* primed: the walk's first step is read */
+	uint32_t n;            /* (n entries from slot home) */
+	bool primed;
+};
+
 struct os_table {
 	struct os_geom g;
 	struct os_io io;
@@ -43,19 +60,20 @@ struct os_table {
 	double load;           /* the load factor last heard from the server */
 	uint32_t ra_bytes;     /* container bytes read ahead (adapts) */
 	struct os_counts get, set, del;
+	struct os_counts batch; /* os_prime's reads and waits */
 	uint64_t garbage;      /* entries found pointing at no valid container */
 	uint64_t garbage_slot; /* the last such slot (the server is told) */
 	uint8_t *buf;          /* containers read: ZL_KV_MAX_VAL plus room */
 	uint32_t buf_cap;
-	uint64_t *ents;        /* entries read ahead, then a spare word */
-	uint32_t ents_cap;
-	/* containers pre-loaded with the first entries (section 4.3.3) */
-	uint8_t *pre;          /* OS_PRELOAD slots of OS_RA_MAX bytes */
-	uint64_t pre_w[8];     /* the word each was read for (0: none) */
-	uint32_t pre_len[8];
+	uint32_t ents_cap;     /* entries per lane (plus the spare word) */
+	uint64_t *ents_all;    /* the lanes' entries, one allocation */
+	uint8_t *pre_all;      /* the lanes' pre-loaded containers */
+	struct os_lane lane[OS_LANES];
+	struct os_lane *ln;    /* the current call's */
+	int64_t primed_at;     /* when os_prime read */
 };
-#define OS_PRELOAD 8u
-#define OS_RA_MAX 4096u
+#define OS_ENTS_BYTES(t) ((size_t)OS_LANES * ((t)->ents_cap + 1) * sizeof(uint64_t))
+#define OS_PRE_BYTES ((size_t)OS_LANES * OS_PRELOAD * OS_RA_MAX)
 
 /* Where a container may be written: the caller's region, and what happens
  * before a SET commits. */
@@ -87,6 +105,25 @@ int os_set(struct os_table *t, const void *key, uint32_t klen, const void *val,
 /* 0, -ENOENT, -EAGAIN, io's errors. A walk over a full table without the
  * key: -ENOENT from os_get and os_del, -ENOSPC from os_set. */
 int os_del(struct os_table *t, const void *key, uint32_t klen);
+
+/*
+ * Pipelined calls (section 4.3): the first step of n calls' walks (key i's
+ * entries into lane i, then the containers they point at) goes out for
+ * all of them together, in two round trips. Before each of those calls,
+ * os_lane(t, i, true) makes it start from what lane i read: a call that
+ * still finds the words it read completes with no further round trip; one
+ * that finds them changed starts over as if it had read them late (a CAS
+ * on a changed word fails; absence is proven on fresh reads). A call that
+ * must see an earlier call of the same batch (the same key written
+ * before it) takes its lane unprimed. os_lane(t, 0, false) returns to
+ * single calls. n is 1..OS_LANES; 0, or io's errors.
+ */
+struct os_key {
+	const void *key;
+	uint32_t klen;
+};
+int os_prime(struct os_table *t, const struct os_key *k, uint32_t n);
+void os_lane(struct os_table *t, uint32_t i, bool primed);
 
 /* Readahead of entries for a load factor a: Knuth's expected probes for a
  * successful search, 1/2 (1 + 1/(1 - a)), rounded up (section 4.3.3). */

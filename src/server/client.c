@@ -177,6 +177,19 @@ ZL_API void zl_client_close(zl_client *c)
 
 ZL_API int zl_client_slots(const zl_client *c) { return c ? (int)c->slots : -EINVAL; }
 
+void zl_call_abandon(zl_client *c, int tag)
+{
+	if (tag >= 0 && (uint32_t)tag < c->slots && c->state[tag] == SLOT_BUSY) {
+		c->state[tag] = SLOT_ABANDONED;
+		c->nabandoned++;
+	}
+}
+
+bool zl_call_needs_channel(const zl_client *c, size_t len)
+{
+	return (c->mbox || c->rmbox) && len > c->slot_size - sizeof(struct srv_hdr);
+}
+
 int srv_client_rwin(const zl_client *c, zl_channel **ch, struct zl_rwin *slots,
 		    struct zl_rwin *flags)
 {
