@@ -2,7 +2,8 @@
 /*
  * memcached://HOST:PORT -- our own small client for memcached's text
  * protocol: one blocking TCP connection per thread, TCP_NODELAY, a timeout
- * on every read and write, one request and one reply at a time.
+ * on every read and write, one request and one reply at a time (--depth:
+ * pipelined, all requests in one write, then the replies).
  *   read    get key
  *   update, insert   set key 0 0 len
  *   rmw     gets key, then cas key 0 0 len unique; retried from the gets
@@ -115,7 +116,8 @@ static int mc_open(const char *addr, const struct be_conf *cf, void **h)
 		return -ENOMEM;
 	*h = m;
 	m->timeout_us = cf->timeout_us;
-	int rc = conn_open(&m->c, addr, 64 * 1024, cf->recsize + KEY_MAX + 128, cf->timeout_us);
+	size_t wcap = (cf->recsize + KEY_MAX + 128) * (size_t)(cf->depth > 1 ? cf->depth : 1);
+	int rc = conn_open(&m->c, addr, 64 * 1024, wcap, cf->timeout_us);
 	if (rc < 0)
 		return rc;
 	/* fail early and clearly if this is not a memcached server */
@@ -189,6 +191,29 @@ static int mc_rmw(void *h, const char *key, size_t klen, const void *val, size_t
 	}
 }
 
+/* Pipelined: every command in one write, then the replies in order. */
+static int mc_batch(void *h, struct be_op *ops, int n)
+{
+	struct conn *c = &((struct mc *)h)->c;
+	int rc = 0;
+	for (int i = 0; i < n && rc >= 0; i++)
+		rc = ops[i].op == OP_READ
+			     ? conn_putf(c, "get %.*s\r\n", (int)ops[i].klen, ops[i].key)
+			     : put_store(c, "set", ops[i].key, ops[i].klen, ops[i].val, ops[i].vlen,
+					 NULL);
+	if (rc < 0 || (rc = conn_send(c)) < 0)
+		return rc;
+	for (int i = 0; i < n; i++) {
+		rc = ops[i].op == OP_READ ? get_reply(c, &ops[i].vlen, NULL) : store_reply(c);
+		if (rc < 0 && (rc != -ENOENT || ops[i].op != OP_READ))
+			return rc == -ENOENT || rc == -ESTALE
+				       ? conn_fail(c, -EPROTO, "memcached: odd set reply")
+				       : rc;
+		ops[i].rc = rc;
+	}
+	return 0;
+}
+
 const struct backend be_memcached = {
 	.scheme = "memcached://",
 	.open = mc_open,
@@ -199,5 +224,6 @@ const struct backend be_memcached = {
 	.insert = mc_set,
 	.scan = NULL,
 	.rmw = mc_rmw,
+	.batch = mc_batch,
 	.scan_how = "none (workload E is n/a)",
 };

@@ -48,6 +48,14 @@ static int nu_rmw(void *h, const char *key, size_t klen, const void *val, size_t
 	return nu_read(h, key, klen, oldlen);
 }
 
+static int nu_batch(void *h, struct be_op *ops, int n)
+{
+	for (int i = 0; i < n; i++)
+		ops[i].rc = ops[i].op == OP_READ ? nu_read(h, ops[i].key, ops[i].klen, &ops[i].vlen)
+						 : 0;
+	return 0;
+}
+
 const struct backend be_null = {
 	.scheme = "null://",
 	.open = nu_open,
@@ -58,5 +66,6 @@ const struct backend be_null = {
 	.insert = nu_write,
 	.scan = nu_scan,
 	.rmw = nu_rmw,
+	.batch = nu_batch,
 	.scan_how = "none needed",
 };

@@ -2,7 +2,8 @@
 /*
  * redis://HOST:PORT -- our own small RESP client (no hiredis): one blocking
  * TCP connection per thread, TCP_NODELAY, a timeout on every read and
- * write, one request and one reply at a time. Commands:
+ * write, one request and one reply at a time (--depth: pipelined, all
+ * requests in one write, then the replies). Commands:
  *   read    GET key
  *   update  SET key record
  *   insert  SET key record; with scans also ZADD idx 0 key, sent together
@@ -117,7 +118,8 @@ static int rd_open(const char *addr, const struct be_conf *cf, void **h)
 		return -ENOMEM;
 	r->scan_index = cf->scan_index;
 	/* writes: a record, or an MGET of maxscan keys; reads stream values */
-	size_t wcap = cf->recsize + 256 + (size_t)cf->maxscan * (KEY_MAX + 16);
+	size_t wcap = (cf->recsize + 256) * (size_t)(cf->depth > 1 ? cf->depth : 1) +
+		      (size_t)cf->maxscan * (KEY_MAX + 16);
 	int rc = conn_open(&r->c, addr, 64 * 1024, wcap, cf->timeout_us);
 	*h = r;
 	if (rc < 0)
@@ -160,6 +162,16 @@ static int put_set(struct conn *c, const char *key, size_t klen, const void *val
 	return put_bulk(c, val, vlen);
 }
 
+/* The key into the sorted set of all keys (scans walk it). */
+static int put_zadd(struct conn *c, const char *key, size_t klen)
+{
+	int rc;
+	if ((rc = put_cmd(c, 4, "ZADD")) < 0 || (rc = put_bulk(c, IDX, strlen(IDX))) < 0 ||
+	    (rc = put_bulk(c, "0", 1)) < 0)
+		return rc;
+	return put_bulk(c, key, klen);
+}
+
 static int rd_update(void *h, const char *key, size_t klen, const void *val, size_t vlen)
 {
 	struct conn *c = &((struct rd *)h)->c;
@@ -176,9 +188,8 @@ static int rd_insert(void *h, const char *key, size_t klen, const void *val, siz
 	int rc;
 	if (!r->scan_index)
 		return rd_update(h, key, klen, val, vlen);
-	if ((rc = put_set(c, key, klen, val, vlen)) < 0 || (rc = put_cmd(c, 4, "ZADD")) < 0 ||
-	    (rc = put_bulk(c, IDX, strlen(IDX))) < 0 || (rc = put_bulk(c, "0", 1)) < 0 ||
-	    (rc = put_bulk(c, key, klen)) < 0 || (rc = conn_send(c)) < 0)
+	if ((rc = put_set(c, key, klen, val, vlen)) < 0 || (rc = put_zadd(c, key, klen)) < 0 ||
+	    (rc = conn_send(c)) < 0)
 		return rc;
 	if ((rc = status_ok(c)) < 0)
 		return rc;
@@ -246,6 +257,38 @@ static int rd_rmw(void *h, const char *key, size_t klen, const void *val, size_t
 	return rd_update(h, key, klen, val, vlen);
 }
 
+/* Pipelined: every command in one write, then the replies in order. */
+static int rd_batch(void *h, struct be_op *ops, int n)
+{
+	struct rd *r = h;
+	struct conn *c = &r->c;
+	int rc = 0;
+	for (int i = 0; i < n && rc >= 0; i++) {
+		struct be_op *o = &ops[i];
+		if (o->op == OP_READ) {
+			if ((rc = put_cmd(c, 2, "GET")) >= 0)
+				rc = put_bulk(c, o->key, o->klen);
+		} else if ((rc = put_set(c, o->key, o->klen, o->val, o->vlen)) >= 0 &&
+			   o->op == OP_INSERT && r->scan_index) {
+			rc = put_zadd(c, o->key, o->klen);
+		}
+	}
+	if (rc < 0 || (rc = conn_send(c)) < 0)
+		return rc;
+	for (int i = 0; i < n; i++) {
+		struct be_op *o = &ops[i];
+		if (o->op == OP_READ) {
+			rc = bulk_len(c, &o->vlen);
+		} else if ((rc = status_ok(c)) >= 0 && o->op == OP_INSERT && r->scan_index) {
+			rc = status_ok(c);
+		}
+		if (rc < 0 && rc != -ENOENT)
+			return rc;
+		o->rc = rc;
+	}
+	return 0;
+}
+
 const struct backend be_redis = {
 	.scheme = "redis://",
 	.open = rd_open,
@@ -256,5 +299,6 @@ const struct backend be_redis = {
 	.insert = rd_insert,
 	.scan = rd_scan,
 	.rmw = rd_rmw,
+	.batch = rd_batch,
 	.scan_how = "ZRANGEBYLEX on a sorted set of the keys, then MGET",
 };

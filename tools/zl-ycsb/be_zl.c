@@ -5,8 +5,10 @@
  * unix:///path, rdma://...). One zl_kv handle per thread.
  *   read    zl_kv_get      update, insert   zl_kv_put
  *   scan    zl_kv_scan     rmw   zl_kv_rmw (atomic: compare-and-swap)
+ *   --depth: reads, updates and inserts together through zl_kv_batch
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +21,8 @@
 struct zh {
 	zl_kv *kv;
 	int64_t timeout_us;
+	uint8_t *bufs; /* depth records: where a batch's reads land */
+	size_t recsize;
 	char err[160];
 };
 
@@ -35,6 +39,9 @@ static int zh_open(const char *addr, const struct be_conf *cf, void **h)
 		return -ENOMEM;
 	*h = z;
 	z->timeout_us = cf->timeout_us;
+	z->recsize = cf->recsize;
+	if (cf->depth > 1 && !(z->bufs = malloc((size_t)cf->depth * (cf->recsize + 1))))
+		return -ENOMEM;
 	if (cf->recsize > ZL_KV_MAX_VAL || cf->maxscan > ZL_KV_MAX_SCAN) {
 		snprintf(z->err, sizeof(z->err), "zl-kvd: records up to %u B, scans up to %u",
 			 ZL_KV_MAX_VAL, ZL_KV_MAX_SCAN);
@@ -71,6 +78,13 @@ static void print_counts(zl_kv *kv)
 	       per(g->probes, g->calls), per(g->retries, g->calls), (unsigned long long)s->calls,
 	       per(s->reads, s->calls), per(s->writes, s->calls), per(s->atomics, s->calls),
 	       per(s->round_trips, s->calls), per(s->retries, s->calls));
+	const struct zl_kv_opcount *b = &i.batch;
+	uint64_t ops = g->calls + s->calls + i.del.calls;
+	if (b->calls)
+		printf("zl-ycsb: batches (%llu, %.2f operations each) sent first steps together: "
+		       "%.3f reads, %.3f round trips per operation\n",
+		       (unsigned long long)b->calls, per(ops, b->calls), per(b->reads, ops),
+		       per(b->round_trips, ops));
 }
 
 static void zh_close(void *h)
@@ -80,6 +94,8 @@ static void zh_close(void *h)
 		print_counts(z->kv);
 		zl_kv_close(z->kv);
 	}
+	if (z)
+		free(z->bufs);
 	free(z);
 }
 
@@ -154,6 +170,31 @@ static int zh_rmw(void *h, const char *key, size_t klen, const void *val, size_t
 	return rc < 0 && rc != -ENOENT ? fail(z, rc, "rmw") : rc;
 }
 
+static int zh_batch(void *h, struct be_op *ops, int n)
+{
+	struct zh *z = h;
+	struct zl_kv_op o[DEPTH_MAX];
+	for (int i = 0; i < n; i++) {
+		bool get = ops[i].op == OP_READ;
+		o[i] = (struct zl_kv_op){ .op = get ? ZL_KV_OP_GET : ZL_KV_OP_PUT, .key = ops[i].key,
+					  .klen = ops[i].klen, .val = ops[i].val,
+					  .vlen = get ? 0 : ops[i].vlen,
+					  .buf = get ? z->bufs + (size_t)i * (z->recsize + 1) : NULL,
+					  .cap = get ? z->recsize + 1 : 0 };
+	}
+	int rc = zl_kv_batch(z->kv, o, (size_t)n, z->timeout_us);
+	if (rc < 0)
+		return fail(z, rc, "batch");
+	for (int i = 0; i < n; i++) {
+		if (o[i].rc < 0 && o[i].rc != -ENOENT)
+			return fail(z, o[i].rc, ops[i].op == OP_READ ? "get" : "put");
+		ops[i].rc = o[i].rc;
+		if (ops[i].op == OP_READ)
+			ops[i].vlen = o[i].vlen;
+	}
+	return 0;
+}
+
 const struct backend be_zl = {
 	.scheme = "zl://",
 	.open = zh_open,
@@ -164,5 +205,6 @@ const struct backend be_zl = {
 	.insert = zh_put,
 	.scan = zh_scan,
 	.rmw = zh_rmw,
+	.batch = zh_batch,
 	.scan_how = "zl_kv_scan (ordered by the server)",
 };

@@ -24,8 +24,8 @@ static const char usage_text[] =
 	"  memcached://HOST:PORT   memcached, text protocol (no scans: workload e is n/a)\n"
 	"  null://                 no store: the driver's own cost per operation\n"
 	"  The redis and memcached clients are our own (no hiredis/libmemcached): small,\n"
-	"  blocking, one request at a time (no pipelining), TCP_NODELAY, and every\n"
-	"  connect, read and write bounded by --timeout.\n"
+	"  blocking, one request at a time (pipelined with --depth), TCP_NODELAY, and\n"
+	"  every connect, read and write bounded by --timeout.\n"
 	"\n"
 	"options:\n"
 	"  --workload a..f     YCSB workload (default a):\n"
@@ -42,13 +42,18 @@ static const char usage_text[] =
 	"  --fieldcount N      fields per record (default 10)\n"
 	"  --fieldlength N     bytes per field (default 100)\n"
 	"  --threads N         client threads, one connection each (default 1)\n"
+	"  --depth N           operations in flight per thread, 1..64 (default 1): reads,\n"
+	"                      updates and inserts go out N at a time (zl:// through\n"
+	"                      zl_kv_batch; redis and memcached pipelined), and each is\n"
+	"                      charged its whole batch's time; scans and\n"
+	"                      read-modify-writes run alone\n"
 	"  --target OPS        total ops/s, paced per thread on an absolute schedule;\n"
 	"                      also reports INTENDED-* latencies from the scheduled start\n"
 	"                      (coordinated omission). Default 0: unthrottled\n"
 	"  --seed N            random seed (default 1)\n"
 	"  --timeout SEC       bound on connecting and on every operation (default 10)\n"
 	"  --csv FILE          append rows: backend,workload,phase,threads,op,count,\n"
-	"                      ops_per_s,median_us,p99_us,p999_us,max_us\n"
+	"                      ops_per_s,median_us,p99_us,p999_us,max_us,depth\n"
 	"  --plot FILE.png     latency bars per operation (gnuplot; skipped without it)\n"
 	"  --label NAME        the CSV backend column (default: the URL)\n"
 	"  --quiet             no progress lines (otherwise one every 2 s on stderr)\n"
@@ -120,8 +125,9 @@ int main(int argc, char **argv)
 		{"threads", 1, 0, 't'},  {"target", 1, 0, 'T'},  {"seed", 1, 0, 's'},
 		{"timeout", 1, 0, 'x'},  {"csv", 1, 0, 'c'},     {"plot", 1, 0, 'P'},
 		{"label", 1, 0, 'l'},    {"quiet", 0, 0, 'q'},   {"url", 1, 0, 'u'},
+		{"depth", 1, 0, 'd'},
 		{"help", 0, 0, 'h'},     {0, 0, 0, 0}};
-	struct opts o = {.threads = 1, .seed = 1, .timeout_us = 10000000};
+	struct opts o = {.threads = 1, .depth = 1, .seed = 1, .timeout_us = 10000000};
 	int do_load = 1, do_run = 1, c;
 	int64_t v;
 	o.w.records = DEF_RECORDS;
@@ -171,6 +177,11 @@ int main(int argc, char **argv)
 				return usage("--threads wants 1..1024");
 			o.threads = (int)v;
 			break;
+		case 'd':
+			if (parse_num(optarg, 1, DEPTH_MAX, &v))
+				return usage("--depth wants 1..%d", DEPTH_MAX);
+			o.depth = (int)v;
+			break;
 		case 'T':
 			if (parse_num(optarg, 0, 1000000000, &v))
 				return usage("--target wants ops/s (0: unthrottled)");
@@ -210,6 +221,10 @@ int main(int argc, char **argv)
 	}
 	if ((uint64_t)o.w.fieldcount * o.w.fieldlength > (64u << 20))
 		return usage("records of more than 64 MiB");
+	if (o.depth > 1 && !o.be->batch)
+		return usage("--depth: %s cannot have several operations in flight", o.be->scheme);
+	if (o.depth > 1 && (uint64_t)o.depth * workload_recsize(&o.w) > (1u << 20))
+		return usage("--depth x record size over 1 MiB (a batch is held in memory)");
 	if (o.w.prop[OP_SCAN] > 0 && !o.be->scan) {
 		printf("zl-ycsb: %s: workload %c: n/a (%s has no scan; YCSB's binding has none "
 		       "either)\n", o.url, o.w.name, o.be->scheme);
@@ -226,10 +241,10 @@ int main(int argc, char **argv)
 	workload_describe(&o.w, desc, sizeof(desc));
 	printf("zl-ycsb: %s, workload %c: %s\n", o.url, o.w.name, desc);
 	printf("  %lld records of %u field%s x %u B (one %zu-byte value per key), %lld operations, "
-	       "%d thread%s, %s, seed %llu\n",
+	       "%d thread%s, depth %d, %s, seed %llu\n",
 	       (long long)o.w.records, o.w.fieldcount, o.w.fieldcount == 1 ? "" : "s",
 	       o.w.fieldlength, workload_recsize(&o.w), (long long)o.w.ops, o.threads,
-	       o.threads == 1 ? "" : "s", o.target > 0 ? "throttled" : "unthrottled",
+	       o.threads == 1 ? "" : "s", o.depth, o.target > 0 ? "throttled" : "unthrottled",
 	       (unsigned long long)o.seed);
 	if (o.target > 0)
 		printf("  target %.0f ops/s (%.0f per thread)\n", o.target, o.target / o.threads);

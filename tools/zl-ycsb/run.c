@@ -81,72 +81,131 @@ static int fatal(struct worker *w, int rc, const char *what)
 	return rc;
 }
 
+/* An operation chosen, then its outcome. */
+struct pick {
+	enum op op;
+	int64_t kn;
+	char key[KEY_MAX];
+	size_t klen;
+	const char *val;
+	uint32_t scanlen;
+	uint64_t intended;
+	size_t vlen;
+	int rc;
+};
+
+/* Choose operation number i (its key, value, schedule). */
+static void choose(struct worker *w, int64_t i, struct pick *p)
+{
+	struct shared *s = w->s;
+	if (s->ph == PHASE_LOAD) {
+		p->op = OP_INSERT;
+		p->kn = atomic_fetch_add_explicit(&s->load_next, 1, memory_order_relaxed);
+	} else {
+		p->op = wgen_op(&w->g);
+		p->kn = p->op == OP_INSERT ? acked_next(&s->ins) : wgen_keynum(&w->g);
+	}
+	p->klen = wgen_key(p->kn, p->key);
+	p->val = p->op == OP_UPDATE || p->op == OP_INSERT || p->op == OP_RMW ? wgen_value(&w->g)
+									     : NULL;
+	p->scanlen = p->op == OP_SCAN ? wgen_scanlen(&w->g) : 0;
+	/* absolute schedule: no drift, no catch-up skew */
+	p->intended = s->interval_ns > 0 ? s->t0 + (uint64_t)((double)i * s->interval_ns) : 0;
+	p->vlen = s->bc.recsize;
+}
+
+static int exec_one(struct worker *w, struct pick *p)
+{
+	const struct backend *be = w->s->be;
+	size_t recsize = w->s->bc.recsize;
+	uint32_t got;
+	switch (p->op) {
+	case OP_READ:
+		return be->read(w->h, p->key, p->klen, &p->vlen);
+	case OP_UPDATE:
+		return be->update(w->h, p->key, p->klen, p->val, recsize);
+	case OP_INSERT:
+		return be->insert(w->h, p->key, p->klen, p->val, recsize);
+	case OP_SCAN:
+		return be->scan(w->h, p->key, p->klen, p->scanlen, &got);
+	default:
+		return be->rmw(w->h, p->key, p->klen, p->val, recsize, &p->vlen);
+	}
+}
+
+/* Check and record an operation that ran from t to end. 0 or fatal. */
+static int record(struct worker *w, struct pick *p, uint64_t t, uint64_t end)
+{
+	struct shared *s = w->s;
+	int rc = p->rc;
+	if (rc == -ENOENT)
+		w->notfound[p->op]++;
+	else if (rc < 0)
+		return fatal(w, rc, op_name[p->op]);
+	else if (p->vlen != s->bc.recsize)
+		w->badlen++;
+	if (p->op == OP_INSERT && s->ph == PHASE_RUN && (rc = acked_ack(&s->ins, p->kn)) < 0)
+		return fatal(w, rc, "too many unacknowledged inserts");
+	w->lat[w->n] = (uint64_t)p->op << OP_SHIFT | ((end - t) & NS_MASK);
+	if (w->ilat)
+		w->ilat[w->n] = (uint64_t)p->op << OP_SHIFT | ((end - p->intended) & NS_MASK);
+	w->n++;
+	return 0;
+}
+
 /* One operation: choose, time, check. 0 or a fatal error. */
 static int one_op(struct worker *w, int64_t i)
 {
-	struct shared *s = w->s;
-	const struct backend *be = s->be;
-	const size_t recsize = s->bc.recsize;
-	char key[KEY_MAX];
-	enum op op;
-	int64_t kn;
-	const char *val = NULL;
-	uint32_t scanlen = 0;
-
-	if (s->ph == PHASE_LOAD) {
-		op = OP_INSERT;
-		kn = atomic_fetch_add_explicit(&s->load_next, 1, memory_order_relaxed);
-	} else {
-		op = wgen_op(&w->g);
-		kn = op == OP_INSERT ? acked_next(&s->ins) : wgen_keynum(&w->g);
-	}
-	size_t klen = wgen_key(kn, key);
-	if (op == OP_UPDATE || op == OP_INSERT || op == OP_RMW)
-		val = wgen_value(&w->g);
-	if (op == OP_SCAN)
-		scanlen = wgen_scanlen(&w->g);
-
-	uint64_t intended = 0;
-	if (s->interval_ns > 0) { /* absolute schedule: no drift, no catch-up skew */
-		intended = s->t0 + (uint64_t)((double)i * s->interval_ns);
-		wait_until(intended);
-	}
-	size_t vlen = recsize;
-	uint32_t got;
-	int rc;
+	struct pick p;
+	choose(w, i, &p);
+	if (p.intended)
+		wait_until(p.intended);
 	uint64_t t = now_ns();
-	switch (op) {
-	case OP_READ:
-		rc = be->read(w->h, key, klen, &vlen);
-		break;
-	case OP_UPDATE:
-		rc = be->update(w->h, key, klen, val, recsize);
-		break;
-	case OP_INSERT:
-		rc = be->insert(w->h, key, klen, val, recsize);
-		break;
-	case OP_SCAN:
-		rc = be->scan(w->h, key, klen, scanlen, &got);
-		break;
-	default:
-		rc = be->rmw(w->h, key, klen, val, recsize, &vlen);
-		break;
-	}
-	uint64_t end = now_ns();
+	p.rc = exec_one(w, &p);
+	return record(w, &p, t, now_ns());
+}
 
-	if (rc == -ENOENT)
-		w->notfound[op]++;
-	else if (rc < 0)
-		return fatal(w, rc, op_name[op]);
-	else if (vlen != recsize)
-		w->badlen++;
-	if (op == OP_INSERT && s->ph == PHASE_RUN && (rc = acked_ack(&s->ins, kn)) < 0)
-		return fatal(w, rc, "too many unacknowledged inserts");
-	w->lat[w->n] = (uint64_t)op << OP_SHIFT | ((end - t) & NS_MASK);
-	if (w->ilat)
-		w->ilat[w->n] = (uint64_t)op << OP_SHIFT | ((end - intended) & NS_MASK);
-	w->n++;
-	return 0;
+/* Operations i.. with up to depth in flight: reads, updates and inserts
+ * go out as one batch; a scan or read-modify-write ends the batch and
+ * runs alone. Each operation of a batch is charged the whole batch's time
+ * (it was in flight all along); a throttled batch starts when its last
+ * operation is due. The number of operations done, or a fatal error. */
+static int64_t batch_ops(struct worker *w, int64_t i, int64_t end)
+{
+	struct shared *s = w->s;
+	struct pick p[DEPTH_MAX];
+	struct be_op b[DEPTH_MAX];
+	int n = 0, rc = 0;
+	while (n < s->o->depth && i + n < end) {
+		choose(w, i + n, &p[n]);
+		if (p[n].op == OP_SCAN || p[n].op == OP_RMW)
+			break;
+		b[n] = (struct be_op){ .op = p[n].op, .key = p[n].key, .klen = p[n].klen,
+				       .val = p[n].val, .vlen = s->bc.recsize };
+		n++;
+	}
+	if (n) {
+		if (p[n - 1].intended)
+			wait_until(p[n - 1].intended);
+		uint64_t t = now_ns();
+		if ((rc = s->be->batch(w->h, b, n)) < 0)
+			return fatal(w, rc, "batch");
+		uint64_t e = now_ns();
+		for (int k = 0; k < n && rc >= 0; k++) {
+			p[k].rc = b[k].rc;
+			p[k].vlen = b[k].vlen;
+			rc = record(w, &p[k], t, e);
+		}
+	}
+	if (rc >= 0 && n < s->o->depth && i + n < end) { /* the scan or rmw */
+		if (p[n].intended)
+			wait_until(p[n].intended);
+		uint64_t t = now_ns();
+		p[n].rc = exec_one(w, &p[n]);
+		rc = record(w, &p[n], t, now_ns());
+		n++;
+	}
+	return rc < 0 ? rc : n;
 }
 
 static void *worker_main(void *arg)
@@ -159,11 +218,12 @@ static void *worker_main(void *arg)
 	prctl(PR_SET_TIMERSLACK, 1000UL); /* pacing sleeps: wake within 1 us */
 	pthread_barrier_wait(&s->ready);
 	pthread_barrier_wait(&s->go); /* t0 set, stop set if a connect failed */
-	for (int64_t i = 0; i < w->nops && !atomic_load_explicit(&s->stop, memory_order_relaxed);
-	     i++) {
-		if (one_op(w, i) < 0)
+	for (int64_t i = 0; i < w->nops && !atomic_load_explicit(&s->stop, memory_order_relaxed);) {
+		int64_t k = s->o->depth > 1 ? batch_ops(w, i, w->nops) : one_op(w, i) < 0 ? -1 : 1;
+		if (k < 0)
 			break;
-		atomic_store_explicit(&w->done, (uint64_t)i + 1, memory_order_relaxed);
+		i += k;
+		atomic_store_explicit(&w->done, (uint64_t)i, memory_order_relaxed);
 	}
 	w->end_ns = now_ns();
 	return NULL;
@@ -226,7 +286,8 @@ int run_phase(const struct opts *o, enum phase ph, struct phase_result *res)
 	res->phase = ph;
 	res->throttled = o->target > 0;
 	s.bc = (struct be_conf){.recsize = workload_recsize(wl), .maxscan = wl->maxscan,
-				.scan_index = wl->prop[OP_SCAN] > 0, .timeout_us = o->timeout_us};
+				.scan_index = wl->prop[OP_SCAN] > 0, .timeout_us = o->timeout_us,
+				.depth = o->depth};
 	if (o->target > 0)
 		s.interval_ns = 1e9 * n / o->target;
 	atomic_init(&s.load_next, 0);

@@ -60,10 +60,10 @@ static void row(const char *name, const struct lat_stats *s, uint64_t nf)
 static void csv_row(FILE *f, const struct opts *o, enum phase ph, const char *op,
 		    const struct lat_stats *s)
 {
-	fprintf(f, "%s,%c,%s,%d,%s,%llu,%.1f,%.3f,%.3f,%.3f,%.3f\n", o->label ? o->label : o->url,
+	fprintf(f, "%s,%c,%s,%d,%s,%llu,%.1f,%.3f,%.3f,%.3f,%.3f,%d\n", o->label ? o->label : o->url,
 		o->w.name, ph == PHASE_LOAD ? "load" : "run", o->threads, op,
 		(unsigned long long)s->count, s->ops_per_s, s->median_us, s->p99_us, s->p999_us,
-		s->max_us);
+		s->max_us, o->depth);
 }
 
 /* All samples of a phase in one array, for the OVERALL row. */
@@ -137,7 +137,7 @@ int report_phase(const struct opts *o, struct phase_result *r, struct lat_stats 
 	}
 	if (fstat(fileno(f), &sb) == 0 && sb.st_size == 0)
 		fprintf(f, "backend,workload,phase,threads,op,count,ops_per_s,median_us,p99_us,"
-			   "p999_us,max_us\n");
+			   "p999_us,max_us,depth\n");
 	for (int k = 0; k < OP_N; k++)
 		if (r->n[k])
 			csv_row(f, o, r->phase, op_name[k], &st[k]);

@@ -74,7 +74,20 @@ struct be_conf {
 	uint32_t maxscan;   /* longest scan */
 	int scan_index;     /* redis: keep the sorted-set key index */
 	int64_t timeout_us; /* every read, write and connect */
+	int depth;          /* operations in flight per thread (batch) */
 };
+
+/* One operation of a batch: reads, updates and inserts only. */
+struct be_op {
+	enum op op;
+	const char *key;
+	size_t klen;
+	const void *val;
+	size_t vlen; /* in: the value's; out: a read's */
+	int rc;      /* out: 0 or -ENOENT */
+};
+
+#define DEPTH_MAX 64
 
 /*
  * Results: 0; -ENOENT (no such key: the operation fails, the run goes on);
@@ -93,6 +106,9 @@ struct backend {
 	/* read, then write val; *oldlen gets the length read */
 	int (*rmw)(void *h, const char *key, size_t klen, const void *val, size_t vlen,
 		   size_t *oldlen);
+	/* n (1..depth) operations in flight at once (pipelined); NULL where
+	 * the backend cannot. 0 (each op's own result in rc) or fatal. */
+	int (*batch)(void *h, struct be_op *ops, int n);
 	const char *scan_how; /* for --help and the header */
 };
 
@@ -108,6 +124,7 @@ struct opts {
 	const struct backend *be;
 	struct workload w;
 	int threads;
+	int depth;            /* operations in flight per thread */
 	double target;        /* ops/s over all threads, 0 = unthrottled */
 	uint64_t seed;
 	int64_t timeout_us;
