@@ -8,6 +8,10 @@
  * logged with its invocation and response time (CLOCK_MONOTONIC, ns) in
  * memory shared before fork; afterwards the parent checks the history.
  *
+ * Odd clients send their operations in batches of 1..8 (zl_kv_batch):
+ * each logged with the batch's times, so they may take effect in any
+ * order among themselves.
+ *
  * Values identify their write: from 16 bytes on, a header (magic|writer,
  * per-writer seq, key, length) and a pattern seeded by all four, so a torn,
  * truncated or misdirected value is detected (by the reading child, which
@@ -860,6 +864,57 @@ static uint32_t rand_len(struct tl_rng *g)
 	return HDR + (uint32_t)tl_rand_below(g, MAXLEN - HDR + 1);
 }
 
+/* 1..8 random operations through one zl_kv_batch, logged from n on, each
+ * with the batch's invocation and response: they overlap, so the check
+ * allows them any order among themselves. The new n. */
+static uint32_t batch(zl_kv *kv, struct rec *log, uint32_t n, int id, uint32_t *seq,
+		      struct tl_rng *g)
+{
+	static uint8_t vals[8][MAXLEN], outs[8][MAXLEN];
+	struct zl_kv_op o[8];
+	uint32_t m = 1 + (uint32_t)tl_rand_below(g, 8);
+	if (m > CAP - n)
+		m = CAP - n;
+	for (uint32_t i = 0; i < m; i++) {
+		struct rec *r = &log[n + i];
+		uint32_t k = (uint32_t)tl_rand_below(g, NKEYS);
+		uint64_t p = tl_rand_below(g, 100);
+		*r = (struct rec){ .key = (uint8_t)k };
+		o[i] = (struct zl_kv_op){ .key = keys[k], .klen = klens[k] };
+		if (p < 50) {
+			r->op = OP_GET;
+			o[i].op = ZL_KV_OP_GET;
+			o[i].buf = outs[i];
+			o[i].cap = MAXLEN;
+		} else if (p < 85) {
+			r->op = OP_SET;
+			r->writer = (uint8_t)id;
+			r->seq = ++*seq;
+			r->len = rand_len(g);
+			make_val(vals[i], (uint32_t)id, r->seq, k, r->len);
+			o[i].op = ZL_KV_OP_PUT;
+			o[i].val = vals[i];
+			o[i].vlen = r->len;
+		} else {
+			r->op = OP_DEL;
+			o[i].op = ZL_KV_OP_DEL;
+		}
+	}
+	int64_t inv = now_ns();
+	int rc = zl_kv_batch(kv, o, m, OST_TMO);
+	int64_t resp = now_ns();
+	CHECKF(rc == 0, "zl_kv_batch of %u: %s", m, zl_strerror(rc));
+	for (uint32_t i = 0; i < m; i++) {
+		struct rec *r = &log[n + i];
+		r->inv = inv;
+		r->resp = resp;
+		r->rc = o[i].rc;
+		if (r->op == OP_GET && !r->rc)
+			read_val(r, outs[i], (uint32_t)o[i].vlen, r->key);
+	}
+	return n + m;
+}
+
 static void client(struct shared *sh, int id, uint64_t seed, int64_t run_ns)
 {
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -882,6 +937,11 @@ static void client(struct shared *sh, int id, uint64_t seed, int64_t run_ns)
 		int64_t t = now_ns();
 		if (t >= end)
 			break;
+		if (id & 1) { /* odd clients: batches */
+			n = batch(kv, log, n, id, &seq, &g);
+			atomic_store_explicit(&sh->n[id], n, memory_order_release);
+			continue;
+		}
 		struct rec *r = &log[n];
 		uint32_t k = (uint32_t)tl_rand_below(&g, NKEYS);
 		uint64_t p = tl_rand_below(&g, 100);
