@@ -69,7 +69,7 @@ measure() {
 			"$tmp/all.csv"
 		# one-sided: (GET calls x rt + SET calls x rt) / ops + the batches' rt per op
 		sed -n 's/.*GET (\([0-9]*\) calls) [0-9.]* reads, \([0-9.]*\) round trips.*SET (\([0-9]*\) calls).* \([0-9.]*\) round trips, [0-9.]* retries$/\1 \2 \3 \4/p;
-			s/.*sent first steps together: [0-9.]* reads, \([0-9.]*\) round trips per operation/B \1/p' \
+			s/.*shared per operation: [0-9.]* reads, \([0-9.]*\) round trips/B \1/p' \
 			"$tmp/run.log" | awk '$1 == "B" { b = $2; next } { g = $1; gr = $2; s = $3; sr = $4 }
 			END { if (g + s) printf " %.3f\n", (g * gr + s * sr) / (g + s) + b; else print " -" }'
 	}

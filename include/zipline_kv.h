@@ -126,7 +126,7 @@ struct zl_kv_op {
 /*
  * Run n (1..ZL_KV_MAX_BATCH) operations with several in flight at once
  * (zl_kv_batch(3)): on the one-sided store the first reads of up to 16 go
- * out together; on zl-kvd the requests are pipelined over the client's
+ * out together, and their writes and compare-and-swaps too; on zl-kvd the requests are pipelined over the client's
  * call slots. Operations on the same key take effect in array order;
  * operations on different keys may take effect in any order, as
  * concurrent calls would. timeout_us bounds the whole call.

@@ -10,7 +10,8 @@
  *     the buffer untouched.
  *   - Bad arguments: -EINVAL with nothing run.
  *   - One-sided: 16 GETs in one batch wait for at most 4 round trips, where
- *     16 single GETs wait for at least 32 (the pipelining itself).
+ *     16 single GETs wait for at least 32; 16 PUTs at most 5, where single
+ *     PUTs wait for 48 (the pipelining itself).
  *   - zl-kvd: batches that time out leave the handle usable.
  *   - zl-kvd gone: the batch ends with an error, never a hang; every
  *     operation says it failed or did not run.
@@ -158,14 +159,16 @@ static void edges(zl_kv *kv)
 }
 
 #ifdef KV_BATCH_ONESIDED
-static uint64_t get_waits(zl_kv *kv)
+/* Every wait the handle made. */
+static uint64_t waits(zl_kv *kv)
 {
 	struct zl_kv_info i = { .size = sizeof(i) };
 	CHECK_OK(zl_kv_info(kv, &i));
-	return i.get.round_trips + i.batch.round_trips;
+	return i.get.round_trips + i.set.round_trips + i.del.round_trips + i.batch.round_trips;
 }
 
-/* 16 GETs of present keys: one batch against one by one. */
+/* 16 GETs, then 16 PUTs, of present keys: one batch against one by one,
+ * in round trips (exact counts). */
 static void pipelined(zl_kv *kv)
 {
 	char keys[16][16];
@@ -178,18 +181,39 @@ static void pipelined(zl_kv *kv)
 		o[i] = (struct zl_kv_op){ .op = ZL_KV_OP_GET, .key = keys[i], .klen = kl,
 					  .buf = out[i], .cap = sizeof(out[i]) };
 	}
-	uint64_t w0 = get_waits(kv);
+	uint64_t w0 = waits(kv);
 	for (int i = 0; i < 16; i++)
 		CHECK_OK(zl_kv_get(kv, o[i].key, o[i].klen, NULL, NULL, NULL, TMO));
-	uint64_t w1 = get_waits(kv);
+	uint64_t w1 = waits(kv);
 	CHECK_OK(zl_kv_batch(kv, o, 16, TMO));
-	uint64_t w2 = get_waits(kv);
+	uint64_t w2 = waits(kv);
 	for (int i = 0; i < 16; i++)
 		CHECK(o[i].rc == 0 && o[i].vlen == o[i].klen && !memcmp(out[i], keys[i], o[i].klen));
 	printf("16 GETs: %llu round trips one by one, %llu in one batch\n",
 	       (unsigned long long)(w1 - w0), (unsigned long long)(w2 - w1));
 	CHECK(w1 - w0 >= 32);
 	CHECK(w2 - w1 <= 4);
+
+	for (int i = 0; i < 16; i++)
+		CHECK_OK(zl_kv_put(kv, o[i].key, o[i].klen, "one", 3, TMO));
+	uint64_t w3 = waits(kv);
+	for (int i = 0; i < 16; i++)
+		o[i] = (struct zl_kv_op){ .op = ZL_KV_OP_PUT, .key = keys[i], .klen = o[i].klen,
+					  .val = "two", .vlen = 3 };
+	CHECK_OK(zl_kv_batch(kv, o, 16, TMO));
+	uint64_t w4 = waits(kv);
+	for (int i = 0; i < 16; i++) {
+		const void *v;
+		size_t vl;
+		uint64_t ver;
+		CHECK(o[i].rc == 0);
+		CHECK_OK(zl_kv_get(kv, o[i].key, o[i].klen, &v, &vl, &ver, TMO));
+		CHECK(vl == 3 && !memcmp(v, "two", 3) && ver == o[i].version);
+	}
+	printf("16 PUTs: %llu round trips one by one, %llu in one batch\n",
+	       (unsigned long long)(w3 - w2), (unsigned long long)(w4 - w3));
+	CHECK(w3 - w2 >= 48);
+	CHECK(w4 - w3 <= 5);
 }
 
 #else

@@ -46,6 +46,7 @@ struct zl_os {
 	size_t map_len;
 	struct os_rdma rd; /* rdma: rd.ch set */
 	uint8_t *stage;    /* a SET builds its container here (private) */
+	uint8_t *lstage;   /* OS_LANES of OS_LSTAGE: a batch's posted SETs' */
 	uint64_t set_session; /* the session the SET under way began in */
 	uint64_t session, seq;
 	int64_t window_us, hb_sent, next_hb;
@@ -242,6 +243,8 @@ int zl_os_connect(const char *url, const struct zl_opts *opts, int64_t timeout_u
 	if (!rc && !(os->stage = rdma ? os->rd.stage : malloc(os_ct_size(ZL_KV_MAX_KEY,
 									      ZL_KV_MAX_VAL))))
 		rc = -ENOMEM;
+	if (!rc && !(os->lstage = rdma ? os->rd.lstage : malloc((size_t)OS_LANES * OS_LSTAGE)))
+		rc = -ENOMEM;
 	if (rc) {
 		ZL_LOG(ZL_LOG_ERROR, "onesided: connect %s: %s", plain, zl_strerror(rc));
 		zl_os_close(os);
@@ -260,10 +263,12 @@ void zl_os_close(struct zl_os *os)
 		os->rpc_timeout = 100000;
 		(void)rpc(os, OS_BYE, "", 0, &r, sizeof(r));
 	}
-	if (os->rd.ops)
-		os_rdma_close(&os->rd); /* and the stage */
-	else
+	if (os->rd.ops) {
+		os_rdma_close(&os->rd); /* and the stages */
+	} else {
 		free(os->stage);
+		free(os->lstage);
+	}
 	os_table_fini(&os->t);
 	if (os->base)
 		munmap(os->base, os->map_len);
@@ -474,15 +479,140 @@ static int batch_one(struct zl_os *os, struct zl_kv_op *o, int64_t timeout_us)
 	}
 }
 
+/* A batch's chunk of up to OS_LANES operations: the SETs and DELETEs
+ * posted and not yet waited for. */
+struct chunk {
+	struct zl_kv_op *ops; /* the chunk's first */
+	uint32_t n, idx[OS_LANES];
+	struct os_post p[OS_LANES];
+	uint64_t ver[OS_LANES];
+	int64_t deadline;
+};
+
+static int64_t left_of(int64_t deadline)
+{
+	if (deadline < 0)
+		return -1;
+	int64_t l = deadline - zl_now_us();
+	return l > 0 ? l : 0;
+}
+
+/* Whether a SET of o can be posted: its container fits a lane's stage and
+ * the region as it is (a new region gives the full one back, and a new
+ * session quarantines it: not with writes in flight). */
+static bool postable(const struct zl_os *os, const struct zl_kv_op *o)
+{
+	uint64_t size = os_ct_size(o->klen, o->vlen);
+	return o->op == ZL_KV_OP_DEL ||
+	       (size <= OS_LSTAGE && os->seq < UINT32_MAX && os->has_region &&
+		os->r_len - os->r_pos >= size);
+}
+
+/* Post c->ops[i], a SET or DELETE: OS_POSTED, OS_UNPOSTED, or its result. */
+static int post_one(struct zl_os *os, struct chunk *c, uint32_t i)
+{
+	struct zl_kv_op *o = &c->ops[i];
+	struct os_post *p = &c->p[c->n];
+	int rc;
+	if (o->op == ZL_KV_OP_DEL) {
+		rc = os_del_post(&os->t, o->key, (uint32_t)o->klen, p);
+	} else {
+		uint64_t size = os_ct_size(o->klen, o->vlen), session = os->session;
+		c->ver[c->n] = session << 32 | ++os->seq;
+		struct os_wctx w = { .off = os->r_off + os->r_pos,
+				     .local = os->lstage + (size_t)i * OS_LSTAGE,
+				     .version = c->ver[c->n], .may_commit = may_commit, .arg = os };
+		os->set_session = session;
+		rc = os_set_post(&os->t, o->key, (uint32_t)o->klen, o->val, (uint32_t)o->vlen, &w, p);
+		if (os->session == session && os->has_region)
+			os->r_pos += size; /* written, published or not */
+		if (rc == -ENOENT)
+			rc = OS_UNPOSTED; /* the session expired under us */
+	}
+	if (rc == OS_POSTED)
+		c->idx[c->n++] = i;
+	return rc;
+}
+
+/* Wait for what is posted; a SET or DELETE whose CAS lost to another
+ * change runs again alone. 0, or the first error (in the rc of those it
+ * left unknown). */
+static int flush(struct zl_os *os, struct chunk *c)
+{
+	if (!c->n)
+		return 0;
+	uint32_t n = c->n;
+	c->n = 0;
+	os->t.batch.syncs++;
+	int rc = os->t.io.sync(os->t.io.ctx);
+	for (uint32_t k = 0; k < n; k++) {
+		struct zl_kv_op *o = &c->ops[c->idx[k]];
+		bool del = o->op == ZL_KV_OP_DEL;
+		if (rc) {
+			o->rc = rc;
+		} else if (c->p[k].old == c->p[k].expect) {
+			o->rc = 0;
+			if (del)
+				os->deletes++;
+			else
+				o->version = c->ver[k];
+		} else {
+			struct os_counts *cnt = del ? &os->t.del : &os->t.set;
+			cnt->ops--; /* counted again as a single call */
+			cnt->retries++;
+			os_lane(&os->t, c->idx[k], false);
+			int r = batch_one(os, o, left_of(c->deadline));
+			os_lane(&os->t, 0, false);
+			if (!zl_kv_op_outcome(r))
+				rc = r;
+		}
+	}
+	return rc;
+}
+
+static bool pending_key(const struct chunk *c, const struct zl_kv_op *o)
+{
+	for (uint32_t k = 0; k < c->n; k++)
+		if (zl_kv_same_key(&c->ops[c->idx[k]], o))
+			return true;
+	return false;
+}
+
+/* Operation i of the chunk, its first reads done: GETs (and SETs too large
+ * to post) run as single calls from their lanes; SETs and DELETEs are
+ * posted, waited for together. 0 or the error that stops the batch. */
+static int chunk_op(struct zl_os *os, struct chunk *c, uint32_t i)
+{
+	struct zl_kv_op *o = &c->ops[i];
+	int rc = 0;
+	/* the same key in flight, or a SET that may change regions: wait
+	 * (and look at the region after: a SET run again there may have
+	 * changed it) */
+	if (pending_key(c, o) || (o->op == ZL_KV_OP_PUT && !postable(os, o)))
+		rc = flush(os, c);
+	if (rc)
+		return rc;
+	bool post = o->op != ZL_KV_OP_GET && postable(os, o);
+	os_lane(&os->t, i, !zl_kv_after_write(c->ops, 0, i));
+	rc = post ? post_one(os, c, i) : OS_UNPOSTED;
+	if (rc == OS_UNPOSTED)
+		rc = batch_one(os, o, left_of(c->deadline));
+	else if (rc != OS_POSTED)
+		o->rc = rc;
+	os_lane(&os->t, 0, false);
+	return rc == OS_POSTED || zl_kv_op_outcome(rc) ? 0 : rc;
+}
+
 int zl_os_batch(struct zl_os *os, struct zl_kv_op *ops, size_t n, int64_t timeout_us)
 {
-	int64_t deadline = timeout_us < 0 ? -1 : zl_now_us() + timeout_us;
+	struct chunk c = { .deadline = timeout_us < 0 ? -1 : zl_now_us() + timeout_us };
 	os->t.batch.ops++;
 	for (size_t at = 0; at < n; at += OS_LANES) {
 		uint32_t m = n - at < OS_LANES ? (uint32_t)(n - at) : OS_LANES;
 		struct os_key k[OS_LANES];
 		for (uint32_t i = 0; i < m; i++)
 			k[i] = (struct os_key){ ops[at + i].key, (uint32_t)ops[at + i].klen };
+		c.ops = ops + at;
 		int rc = maybe_heartbeat(os);
 		if (!rc)
 			rc = os_prime(&os->t, k, m);
@@ -490,19 +620,20 @@ int zl_os_batch(struct zl_os *os, struct zl_kv_op *ops, size_t n, int64_t timeou
 			zl_kv_op_cancel(ops, at, n);
 			return rc;
 		}
-		for (uint32_t i = 0; i < m; i++) {
-			int64_t left = deadline < 0 ? -1 : deadline - zl_now_us();
-			if (deadline >= 0 && left <= 0) {
-				zl_kv_op_cancel(ops, at + i, n);
-				return -ETIMEDOUT;
+		uint32_t i = 0;
+		for (; i < m && !rc; i++) {
+			if (c.deadline >= 0 && zl_now_us() >= c.deadline) {
+				rc = -ETIMEDOUT;
+				break;
 			}
-			os_lane(&os->t, i, !zl_kv_after_write(ops, at, at + i));
-			rc = batch_one(os, &ops[at + i], left);
-			os_lane(&os->t, 0, false);
-			if (!zl_kv_op_outcome(rc)) {
-				zl_kv_op_cancel(ops, at + i + 1, n);
-				return rc;
-			}
+			rc = chunk_op(os, &c, i);
+		}
+		int frc = flush(os, &c); /* what is in flight, even after an error */
+		if (!rc)
+			rc = frc;
+		if (rc) {
+			zl_kv_op_cancel(ops, at + i, n);
+			return rc;
 		}
 	}
 	return 0;

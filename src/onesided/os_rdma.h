@@ -9,15 +9,20 @@
 
 enum { OS_RM_CAS = 0 };
 
+#define OS_CAS_MAX (OS_LANES + 1) /* compare-and-swaps in flight */
+
 struct os_rdma {
 	zl_channel *ch;
 	const struct zl_onesided_ops *ops;
 	struct zl_rwin win; /* the server's chunk */
-	struct zl_rmem *m[5];
-	const uint8_t *lo[5], *hi[5];
+	struct zl_rmem *m[6];
+	const uint8_t *lo[6], *hi[6];
 	int n;
-	uint64_t *cas_buf, *cas_out;
-	uint8_t *stage; /* where a SET builds its container */
+	uint64_t *cas_buf;              /* OS_CAS_MAX results */
+	uint64_t *cas_out[OS_CAS_MAX];  /* where each goes at the sync */
+	int ncas;
+	uint8_t *stage;  /* where a SET builds its container */
+	uint8_t *lstage; /* OS_LANES of OS_LSTAGE: a batch's small SETs */
 };
 
 /* Register t's buffers on ch's device and make t use rdma through the

@@ -5,7 +5,8 @@
  * this client's connection (zl_onesided_ops of the verbs transport), into
  * and out of the table's buffers, registered here. Requests are posted as
  * table.c asks and waited for at its sync: the reads of one step go out
- * together (one round trip), and RC completes them in order.
+ * together (one round trip), and RC completes them in order; a batch's
+ * compare-and-swaps too, each into its own result word.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -40,20 +41,24 @@ static int rd_write(void *ctx, uint64_t off, const void *src, uint32_t len)
 static int rd_cas(void *ctx, uint64_t off, uint64_t expect, uint64_t desired, uint64_t *old)
 {
 	struct os_rdma *r = ctx;
-	if (r->cas_out) /* one at a time: table.c syncs after each */
+	if (r->ncas == OS_CAS_MAX) /* table.c syncs before */
 		return -EINVAL;
-	r->cas_out = old;
-	return r->ops->cas(r->ch, r->m[OS_RM_CAS], r->cas_buf, &r->win, off, expect, desired);
+	int rc = r->ops->cas(r->ch, r->m[OS_RM_CAS], r->cas_buf + r->ncas, &r->win, off, expect,
+			     desired);
+	if (!rc)
+		r->cas_out[r->ncas++] = old;
+	return rc;
 }
 
+/* Wait for everything posted; then the compare-and-swaps' results are
+ * where their callers asked (0 after an error: no CAS matched). */
 static int rd_sync(void *ctx)
 {
 	struct os_rdma *r = ctx;
 	int rc = r->ops->sync(r->ch);
-	if (r->cas_out) {
-		*r->cas_out = rc ? 0 : *r->cas_buf;
-		r->cas_out = NULL;
-	}
+	for (int i = 0; i < r->ncas; i++)
+		*r->cas_out[i] = rc ? 0 : r->cas_buf[i];
+	r->ncas = 0;
 	return rc;
 }
 
@@ -79,14 +84,18 @@ int os_rdma_open(struct os_rdma *r, zl_channel *ch, struct os_table *t, uint64_t
 	if (!r->ops || !r->ops->read || t->g.chunk_len > UINT32_MAX)
 		return -EPROTONOSUPPORT;
 	size_t stage = os_ct_size(ZL_KV_MAX_KEY, ZL_KV_MAX_VAL);
-	r->cas_buf = aligned_alloc(64, 64);
+	size_t cas_len = (OS_CAS_MAX * 8 + 63) & ~(size_t)63;
+	r->cas_buf = aligned_alloc(64, cas_len);
 	r->stage = malloc(stage);
-	if (!r->cas_buf || !r->stage)
+	r->lstage = malloc((size_t)OS_LANES * OS_LSTAGE);
+	if (!r->cas_buf || !r->stage || !r->lstage)
 		return -ENOMEM;
 	/* OS_RM_CAS first: rd_cas names it */
-	int rc = add(r, r->cas_buf, 64);
+	int rc = add(r, r->cas_buf, cas_len);
 	if (!rc)
 		rc = add(r, r->stage, stage);
+	if (!rc)
+		rc = add(r, r->lstage, (size_t)OS_LANES * OS_LSTAGE);
 	if (!rc)
 		rc = add(r, t->buf, t->buf_cap);
 	if (!rc)
@@ -106,6 +115,8 @@ void os_rdma_close(struct os_rdma *r)
 	r->n = 0;
 	free(r->cas_buf);
 	free(r->stage);
+	free(r->lstage);
 	r->cas_buf = NULL;
 	r->stage = NULL;
+	r->lstage = NULL;
 }

@@ -586,3 +586,60 @@ int os_prime(struct os_table *t, const struct os_key *k, uint32_t n)
 	t->ln = &t->lane[0];
 	return rc;
 }
+
+/* The CAS of a posted SET or DELETE: f's word to nw, its result at the
+ * next sync. OS_UNPOSTED when the word was read too long ago to trust
+ * its tag (the ABA bound). */
+static int post_cas(struct os_table *t, struct os_counts *c, const struct found *f,
+		    uint64_t nw, int64_t t0, struct os_post *p)
+{
+	if (zl_now_us() - t0 > ABA_BOUND_US)
+		return OS_UNPOSTED;
+	c->cas++;
+	p->expect = f->w;
+	p->old = ~f->w;
+	int rc = t->io.cas(t->io.ctx, slot_off(t, f->slot), f->w, nw, &p->old);
+	return rc ? rc : OS_POSTED;
+}
+
+int os_set_post(struct os_table *t, const void *key, uint32_t klen, const void *val,
+		uint32_t vlen, const struct os_wctx *w, struct os_post *p)
+{
+	uint64_t size = os_ct_size(klen, vlen);
+	int64_t start = zl_now_us(), t0 = t->ln->primed ? t->primed_at : start;
+	uint32_t round = 0;
+	struct found f;
+	if (size > OS_LSTAGE)
+		return OS_UNPOSTED;
+	t->set.ops++;
+	int rc = find_settled(t, &t->set, key, klen, os_hash(key, klen), false, &f, start, &round);
+	if (rc)
+		return rc;
+	uint32_t tag = os_tag_next(os_e_tag(f.w));
+	memcpy(w->local + OS_CT_HDR, key, klen);
+	memcpy(w->local + OS_CT_HDR + klen, val, vlen);
+	os_ct_seal(w->local, klen, vlen, (uint32_t)f.slot, tag, w->version);
+	if (w->may_commit && (rc = w->may_commit(w->arg)))
+		return rc;
+	t->set.writes++;
+	if ((rc = t->io.write(t->io.ctx, w->off, w->local, (uint32_t)size)))
+		return rc;
+	if (w->may_commit && (rc = w->may_commit(w->arg)))
+		return rc;
+	uint64_t nw = os_e_make((uint32_t)(w->off / OS_UNIT), tag, 0);
+	return post_cas(t, &t->set, &f, nw, t0, p);
+}
+
+int os_del_post(struct os_table *t, const void *key, uint32_t klen, struct os_post *p)
+{
+	int64_t start = zl_now_us(), t0 = t->ln->primed ? t->primed_at : start;
+	uint32_t round = 0;
+	struct found f;
+	t->del.ops++;
+	int rc = find_settled(t, &t->del, key, klen, os_hash(key, klen), false, &f, start, &round);
+	if (rc)
+		return rc == -ENOSPC ? -ENOENT : rc;
+	if (!f.match || os_e_deleted(f.w))
+		return -ENOENT;
+	return post_cas(t, &t->del, &f, f.w | OS_DEL, t0, p);
+}

@@ -125,6 +125,25 @@ struct os_key {
 int os_prime(struct os_table *t, const struct os_key *k, uint32_t n);
 void os_lane(struct os_table *t, uint32_t i, bool primed);
 
+/*
+ * A batch's SETs and DELETEs, posted without waiting: the walk (from the
+ * call's lane), the container's write and the CAS that publishes it go
+ * out, and the caller waits once for several (io.sync). The call took
+ * effect if p->old == p->expect then; if not (another change won), run it
+ * again as a single call. Returns OS_POSTED; OS_UNPOSTED (not sent: run it
+ * as a single call); or the call's result (-ENOENT: DELETE of an absent
+ * key, and as os_set and os_del). The container is built in w->local and
+ * must stay there until the wait.
+ */
+#define OS_LSTAGE 4096u /* a batch's SET: containers up to this size */
+enum { OS_POSTED = 1, OS_UNPOSTED = 2 };
+struct os_post {
+	uint64_t expect, old;
+};
+int os_set_post(struct os_table *t, const void *key, uint32_t klen, const void *val,
+		uint32_t vlen, const struct os_wctx *w, struct os_post *p);
+int os_del_post(struct os_table *t, const void *key, uint32_t klen, struct os_post *p);
+
 /* Readahead of entries for a load factor a: Knuth's expected probes for a
  * successful search, 1/2 (1 + 1/(1 - a)), rounded up (section 4.3.3). */
 uint32_t os_ra_entries(double a);

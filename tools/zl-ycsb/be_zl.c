@@ -81,8 +81,8 @@ static void print_counts(zl_kv *kv)
 	const struct zl_kv_opcount *b = &i.batch;
 	uint64_t ops = g->calls + s->calls + i.del.calls;
 	if (b->calls)
-		printf("zl-ycsb: batches (%llu, %.2f operations each) sent first steps together: "
-		       "%.3f reads, %.3f round trips per operation\n",
+		printf("zl-ycsb: batches (%llu, %.2f operations each) shared per operation: "
+		       "%.3f reads, %.3f round trips\n",
 		       (unsigned long long)b->calls, per(ops, b->calls), per(b->reads, ops),
 		       per(b->round_trips, ops));
 }
