@@ -99,26 +99,26 @@ measure() {
 # many in flight (ib_read_bw), into BUILD_DIR/kv-depth-floor.csv. Their
 # ratio bounds what any depth can gain on this device.
 floor() {
-	local p=$((7000 + RANDOM % 2000)) lat bw srv
-	taskset -c 1 timeout 120 ib_read_lat -d "$ZL_RDMA_DEV_B" -x 1 -F -s 64 -n 3000 -p "$p" \
-		>/dev/null 2>&1 &
-	srv=$!
-	sleep 1
-	# columns: bytes iters t_min t_max t_typical ...
-	lat=$(taskset -c 0 timeout 120 ib_read_lat -d "$ZL_RDMA_DEV_A" -x 1 -F -s 64 -n 3000 \
-		-p "$p" "$ZL_RDMA_IP_B" 2>&1 | awk '$1 == 64 && NF >= 8 { print $5 }')
-	wait "$srv"
-	p=$((p + 1))
-	taskset -c 1 timeout 120 ib_read_bw -d "$ZL_RDMA_DEV_B" -x 1 -F -s 64 -n 20000 -p "$p" \
-		>/dev/null 2>&1 &
-	srv=$!
-	sleep 1
-	# columns: bytes iters BW_peak BW_average MsgRate(Mpps)
-	bw=$(taskset -c 0 timeout 120 ib_read_bw -d "$ZL_RDMA_DEV_A" -x 1 -F -s 64 -n 20000 \
-		-p "$p" "$ZL_RDMA_IP_B" 2>&1 | awk '$1 == 64 && NF >= 5 { print $5 }')
-	wait "$srv"
+	# ib_read_lat columns: bytes iters t_min t_max t_typical ...;
+	# ib_read_bw: bytes iters BW_peak BW_average MsgRate(Mpps)
+	local lat bw
+	lat=$(perftest ib_read_lat 3000) && bw=$(perftest ib_read_bw 20000) || return 1
 	echo "read_lat_us,read_bw_mpps" >"$B/kv-depth-floor.csv"
 	echo "$lat,$bw" >>"$B/kv-depth-floor.csv"
+}
+
+# perftest TOOL ITERS -> column 5 of its 64 B row (server on rxe1 / cpu1)
+perftest() {
+	local p=$((7000 + RANDOM % 2000)) srv out
+	taskset -c 1 timeout 120 "$1" -d "$ZL_RDMA_DEV_B" -x 1 -F -s 64 -n "$2" -p "$p" \
+		>/dev/null 2>&1 &
+	srv=$!
+	sleep 1
+	out=$(taskset -c 0 timeout 120 "$1" -d "$ZL_RDMA_DEV_A" -x 1 -F -s 64 -n "$2" -p "$p" \
+		"$ZL_RDMA_IP_B" 2>&1)
+	wait "$srv"
+	awk '$1 == 64 && NF >= 5 { print $5; found = 1 } END { exit !found }' <<<"$out" ||
+		{ echo "$out" >&2; return 1; }
 }
 
 summary() {

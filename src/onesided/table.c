@@ -483,10 +483,33 @@ static int publish(struct os_table *t, struct os_counts *c, const struct found *
 	return t->renew && (rc = t->renew(t->renew_arg)) ? rc : 1;
 }
 
+/* Seal the container for f's slot and tag (only re-seal one sealed
+ * before) and write it to w->off: the lease is checked before the region
+ * is written, and again before the word may be published. */
+static int write_ct(struct os_table *t, const struct os_wctx *w, const void *key,
+		    uint32_t klen, const void *val, uint32_t vlen, const struct found *f,
+		    uint32_t tag, bool sealed)
+{
+	int rc;
+	if (!sealed) {
+		memcpy(w->local + OS_CT_HDR, key, klen);
+		memcpy(w->local + OS_CT_HDR + klen, val, vlen);
+		os_ct_seal(w->local, klen, vlen, (uint32_t)f->slot, tag, w->version);
+	} else {
+		os_ct_reseal(w->local, (uint32_t)f->slot, tag);
+	}
+	if (w->may_commit && (rc = w->may_commit(w->arg)))
+		return rc;
+	t->set.writes++;
+	if ((rc = t->io.write(t->io.ctx, w->off, w->local, (uint32_t)os_ct_size(klen, vlen))))
+		return rc;
+	return w->may_commit ? w->may_commit(w->arg) : 0;
+}
+
 int os_set(struct os_table *t, const void *key, uint32_t klen, const void *val,
 	   uint32_t vlen, uint64_t expected, const struct os_wctx *w)
 {
-	uint64_t home = os_hash(key, klen), size = os_ct_size(klen, vlen);
+	uint64_t home = os_hash(key, klen);
 	bool sealed = false;
 	int64_t start = zl_now_us();
 	t->set.ops++;
@@ -503,23 +526,9 @@ int os_set(struct os_table *t, const void *key, uint32_t klen, const void *val,
 				return -ESTALE;
 		}
 		uint32_t tag = os_tag_next(os_e_tag(f.w));
-		if (!sealed) {
-			memcpy(w->local + OS_CT_HDR, key, klen);
-			memcpy(w->local + OS_CT_HDR + klen, val, vlen);
-			os_ct_seal(w->local, klen, vlen, (uint32_t)f.slot, tag, w->version);
-			sealed = true;
-		} else {
-			os_ct_reseal(w->local, (uint32_t)f.slot, tag);
-		}
-		/* the lease is checked before the region is written, and again
-		 * before the word is published */
-		if (w->may_commit && (rc = w->may_commit(w->arg)))
+		if ((rc = write_ct(t, w, key, klen, val, vlen, &f, tag, sealed)))
 			return rc;
-		t->set.writes++;
-		if ((rc = t->io.write(t->io.ctx, w->off, w->local, (uint32_t)size)))
-			return rc;
-		if (w->may_commit && (rc = w->may_commit(w->arg)))
-			return rc;
+		sealed = true;
 		uint64_t nw = os_e_make((uint32_t)(w->off / OS_UNIT), tag, 0);
 		if ((rc = publish(t, &t->set, &f, nw, t0, start, round)) != 1)
 			return rc;
@@ -616,15 +625,7 @@ int os_set_post(struct os_table *t, const void *key, uint32_t klen, const void *
 	if (rc)
 		return rc;
 	uint32_t tag = os_tag_next(os_e_tag(f.w));
-	memcpy(w->local + OS_CT_HDR, key, klen);
-	memcpy(w->local + OS_CT_HDR + klen, val, vlen);
-	os_ct_seal(w->local, klen, vlen, (uint32_t)f.slot, tag, w->version);
-	if (w->may_commit && (rc = w->may_commit(w->arg)))
-		return rc;
-	t->set.writes++;
-	if ((rc = t->io.write(t->io.ctx, w->off, w->local, (uint32_t)size)))
-		return rc;
-	if (w->may_commit && (rc = w->may_commit(w->arg)))
+	if ((rc = write_ct(t, w, key, klen, val, vlen, &f, tag, false)))
 		return rc;
 	uint64_t nw = os_e_make((uint32_t)(w->off / OS_UNIT), tag, 0);
 	return post_cas(t, &t->set, &f, nw, t0, p);
