@@ -48,6 +48,17 @@ for url in "shm://smoke-$$" "unix:///tmp/zl-smoke-$$.sock" "tcp://127.0.0.1:0"; 
 		echo "ok: stream $url fails on fault $f"
 	done
 done
+# zero copy on shm: written into the ring, checked in place (1 MiB: copied)
+WANT="GB/s median" run "$B/tools/zl-bench" stream --zerocopy --url "shm://smoke-$$" \
+	--size 8,64,4k,300k,1m --iters 3000 --bytes 8m --runs 1 --timeout 20
+for f in drop:100 dup:1500 torn:1500; do
+	out=$(ZL_BENCH_STREAM_FAULT=$f timeout 60 "$B/tools/zl-bench" stream --zerocopy \
+		--url "shm://smoke-$$" --size 64,4k --iters 1000 --runs 1 --timeout 20 2>&1)
+	rc=$?
+	[ $rc -eq 1 ] && grep -q "receiver: ERROR" <<< "$out" ||
+		{ echo "$out"; fail "zero-copy stream with fault $f: exit $rc, no receiver ERROR"; }
+	echo "ok: zero-copy stream fails on fault $f"
+done
 WANT="GB/s median" run "$B/tools/zl-bench" spsc --stream --size 8,4k,1m --iters 5000 --bytes 8m \
 	--runs 2
 WANT="ratios of median" run "$B/tools/zl-bench" stream-compare --size 64,64k --iters 3000 \

@@ -69,7 +69,8 @@ static const char usage_text[] =
 	"      each N, after the 1:1 channel ping-pong at the same size as reference.\n"
 	"      Default size 64, iters 200000 for shm://, else 20000.\n"
 	"  stream   --url URL [--size S[,S...]] [--iters N] [--bytes B] [--runs R]\n"
-	"           [--window W] [--batch B] [--csv FILE] [--server | --client]\n"
+	"           [--window W] [--batch B | --zerocopy] [--csv FILE]\n"
+	"           [--server | --client]\n"
 	"      one-way streaming: the client sends messages of each size, a receiver\n"
 	"      (forked, on CPU B; or --server, e.g. on another host) checks every one\n"
 	"      (length, sequence number, a word per 64-byte line derived from it) and\n"
@@ -79,7 +80,9 @@ static const char usage_text[] =
 	"      messages/s and GB/s, median [min-max] of the runs. --window W: at most\n"
 	"      W messages in flight (the receiver counts back every W/2; default: as\n"
 	"      many as the ring or socket holds). --batch B: B messages per zl_sendv.\n"
-	"      Default sizes 8,64,512,4k,64k,1m.\n"
+	"      --zerocopy: the sender writes each message into the ring\n"
+	"      (zl_send_reserve/commit), the receiver checks it there (zl_recv_peek);\n"
+	"      both sides need it. Default sizes 8,64,512,4k,64k,1m.\n"
 	"  stream-compare [--size ...] [--iters N] [--bytes B] [--runs R] [--window W]\n"
 	"           [--batch B] [--csv FILE] [--png FILE]\n"
 	"      stream over shm://, unix:// and tcp://, the same framed messages over\n"
@@ -241,7 +244,7 @@ enum cmd { C_PINGPONG, C_FLOOR, C_COMPARE, C_RAWTCP, C_SCAN, C_NTO1, C_SPSC, C_B
 static int allowed(enum cmd c, int opt)
 {
 	if (c == C_STREAM || c == C_STREAM_CMP) {
-		if (opt == O_URL || opt == O_SERVER || opt == O_CLIENT)
+		if (opt == O_URL || opt == O_SERVER || opt == O_CLIENT || opt == O_ZC)
 			return c == C_STREAM;
 		if (opt == O_PNG)
 			return c == C_STREAM_CMP;
@@ -459,6 +462,8 @@ int main(int argc, char **argv)
 	if (cmd == C_STREAM || cmd == C_STREAM_CMP || (cmd == C_SPSC && stream_mode)) {
 		if (cmd == C_STREAM && !url)
 			return usage("%s", "stream needs --url");
+		if (zc && batch > 1)
+			return usage("%s", "--zerocopy sends one message at a time: no --batch");
 		if (!sizes_arg) {
 			static const size_t def[] = {8, 64, 512, 4096, 65536, 1 << 20};
 			memcpy(sizes, def, sizeof(def));
@@ -473,6 +478,7 @@ int main(int argc, char **argv)
 			.runs = (int)runs,
 			.window = (uint32_t)window,
 			.batch = (uint32_t)batch,
+			.zerocopy = zc,
 			.cpu_tx = cpu_a,
 			.cpu_rx = cpu_b,
 			.timeout_us = timeout_us,

@@ -10,6 +10,7 @@
 #define _GNU_SOURCE
 #endif
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -125,6 +126,22 @@ static int send_count(zl_channel *ch, uint64_t v, int64_t to)
 	return rc ? rx_err("zl_send of the count", rc) : 0;
 }
 
+/* The next message: in place (*peeked) with --zerocopy where it is one
+ * record, else copied into buf. */
+static int recv_one(zl_channel *ch, const struct stream_opts *o, uint8_t *buf, size_t cap,
+		    const void **p, size_t *len, bool *peeked)
+{
+	if (o->zerocopy) {
+		int rc = zl_recv_peek(ch, p, len, o->timeout_us);
+		if (rc != -EMSGSIZE) {
+			*peeked = !rc;
+			return rc;
+		}
+	}
+	*p = buf;
+	return zl_recv(ch, buf, cap, len, o->timeout_us);
+}
+
 /* Receive and check every message of every size of one run. */
 static int zl_receive(zl_channel *ch, const struct stream_opts *o, uint64_t *seq)
 {
@@ -140,14 +157,19 @@ static int zl_receive(zl_channel *ch, const struct stream_opts *o, uint64_t *seq
 		uint64_t n = stream_count(o, o->sizes[s]);
 		for (uint64_t i = 0; i < n; i++) {
 			size_t len;
-			int rc = zl_recv(ch, buf, cap, &len, o->timeout_us);
+			const void *p = buf;
+			bool peeked = false;
+			int rc = recv_one(ch, o, buf, cap, &p, &len, &peeked);
 			if (rc) {
-				rx_err("zl_recv", rc);
+				rx_err(o->zerocopy ? "zl_recv_peek" : "zl_recv", rc);
 				fprintf(stderr, "zl-bench stream receiver: at message %llu (%zu B)\n",
 					(unsigned long long)*seq, o->sizes[s]);
 				goto out;
 			}
-			if (st_check("stream receiver", buf, len, o->sizes[s], (*seq)++))
+			rc = st_check("stream receiver", p, len, o->sizes[s], (*seq)++);
+			if (peeked)
+				zl_recv_release(ch);
+			if (rc)
 				goto out;
 			if (o->window && (i + 1) % every == 0 && i + 1 < n &&
 			    send_count(ch, i + 1, o->timeout_us))
@@ -249,6 +271,37 @@ static int send_msg(zl_channel *ch, uint8_t *p, size_t size, uint64_t seq, int64
 	return zl_send(ch, p, size, to);
 }
 
+/* --zerocopy: message seq written straight into the ring (the sender's
+ * bytes, then its marks), or what the fault says instead; copied where
+ * it does not fit one record. */
+static int send_zc(zl_channel *ch, uint8_t *tx, size_t size, uint64_t seq, int64_t to,
+		   enum fault f, uint64_t at)
+{
+	bool hit = f != F_NONE && seq == at;
+	if (size > zl_max_inline(ch)) {
+		st_stamp(tx, size, seq);
+		return send_msg(ch, tx, size, seq, to, f, at);
+	}
+	if (hit && f == F_DROP)
+		return 0;
+	for (int k = hit && f == F_DUP ? 2 : 1; k > 0; k--) {
+		void *p;
+		int rc;
+		while ((rc = zl_send_reserve(ch, size, &p)) == -EAGAIN)
+			if ((rc = zl_wait_writable(ch, size, to)))
+				return rc;
+		if (rc)
+			return rc;
+		memcpy(p, tx, size);
+		st_stamp(p, size, seq);
+		if (hit && f == F_TORN && size >= 72)
+			((uint8_t *)p)[64] ^= 1;
+		if ((rc = zl_send_commit(ch, size)))
+			return rc;
+	}
+	return 0;
+}
+
 /* Messages seq..seq+k-1 with zl_sendv (the fault applied to the vector),
  * until all are accepted. */
 static int send_batch(zl_channel *ch, uint8_t *tx, size_t stride, size_t size, uint64_t k,
@@ -319,13 +372,16 @@ static int zl_send_size(zl_channel *ch, const struct stream_opts *o, size_t size
 		int rc = 0;
 		if (batch > 1) {
 			rc = send_batch(ch, tx, stride, size, k, *seq, o->timeout_us, f, at);
+		} else if (o->zerocopy) {
+			rc = send_zc(ch, tx, size, *seq, o->timeout_us, f, at);
 		} else {
 			st_stamp(tx, size, *seq);
 			rc = send_msg(ch, tx, size, *seq, o->timeout_us, f, at);
 		}
 		if (rc) {
 			fprintf(stderr, "zl-bench stream: %s of message %llu (%zu B): %s (%d)\n",
-				batch > 1 ? "zl_sendv" : "zl_send", (unsigned long long)*seq, size,
+				batch > 1 ? "zl_sendv" : o->zerocopy ? "zl_send_reserve/commit" : "zl_send",
+				(unsigned long long)*seq, size,
 				zl_strerror(rc), rc);
 			return 1;
 		}
@@ -425,10 +481,11 @@ int stream_zl_run(const struct stream_opts *o, struct stream_res *r, int run)
 static void stream_describe(const struct stream_opts *o)
 {
 	printf("one-way stream: per size min(%llu, %llu B / size) messages (at least 64), %d "
-	       "run(s); window %s, batch %u; every message checked by the receiver (length, "
+	       "run(s); window %s, batch %u%s; every message checked by the receiver (length, "
 	       "sequence number, a word per 64-byte line)\n",
 	       (unsigned long long)o->iters, (unsigned long long)o->bytes, o->runs,
-	       o->window ? "set" : "the ring or socket buffer", o->batch ? o->batch : 1);
+	       o->window ? "set" : "the ring or socket buffer", o->batch ? o->batch : 1,
+	       o->zerocopy ? ", zero copy (written into the ring, checked in place)" : "");
 	if (o->window)
 		printf("window: at most %u messages in flight (the receiver counts back every %llu)\n",
 		       o->window, (unsigned long long)stream_credit_every(o));

@@ -28,6 +28,7 @@ struct stream_opts {
 	int runs;
 	uint32_t window;       /* 0: as many in flight as the ring or socket holds */
 	uint32_t batch;        /* messages per send call (zl_sendv, writev) */
+	int zerocopy;          /* zipline: zl_send_reserve/commit, zl_recv_peek */
 	int cpu_tx, cpu_rx;
 	int64_t timeout_us;
 	enum pp_mode mode;     /* stream: both sides, or one (--server: receiver) */

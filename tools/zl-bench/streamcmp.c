@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * zl-bench stream-compare: one-way streaming on every transport and its
- * references in ONE run: zipline shm, unix and tcp, the same framed
+ * references in ONE run: zipline shm (also zero copy), unix and tcp, the same framed
  * messages over raw Unix and TCP sockets, the bare copying ring (spsc, the
  * floor), and ucx_perftest's ucp_am_bw and ucp_put_bw on shared memory.
  * With --batch B > 1 every zipline and raw method also runs with B
@@ -28,6 +28,7 @@ struct method {
 	enum kind kind;
 	const char *test; /* UCX */
 	uint32_t batch;
+	int zerocopy;
 	int ok, skipped;
 	struct stream_res res;
 };
@@ -76,6 +77,8 @@ static void setup(const struct stream_opts *o)
 		snprintf(l, sizeof(l), "raw tcp%s", sfx);
 		add(M_RAW_TCP, l, "tcp 127.0.0.1, no zipline", b[k]);
 	}
+	snprintf(u, sizeof(u), "shm://zlb-stream-%d", pid);
+	add(M_ZL, "zipline shm zerocopy", u, 1)->zerocopy = 1;
 	add(M_SPSC, "spsc floor", "bare copying ring", 1);
 	add(M_UCX, "ucx am_bw", "ucx_perftest -t ucp_am_bw", 1)->test = "ucp_am_bw";
 	add(M_UCX, "ucx put_bw", "ucx_perftest -t ucp_put_bw", 1)->test = "ucp_put_bw";
@@ -86,6 +89,7 @@ static int run_method(struct method *m, const struct stream_opts *base, int run)
 	struct stream_opts o = *base;
 	o.url = m->url;
 	o.batch = m->batch;
+	o.zerocopy = m->zerocopy;
 	switch (m->kind) {
 	case M_ZL: return stream_zl_run(&o, &m->res, run);
 	case M_RAW_TCP: return stream_raw_run(&o, 0, &m->res, run);
@@ -123,6 +127,8 @@ static void print_ratios(const struct stream_opts *o)
 	ratio("zipline shm / spsc floor", "zipline shm", "spsc floor", o);
 	ratio("zipline shm / ucx am_bw", "zipline shm", "ucx am_bw", o);
 	ratio("zipline shm / ucx put_bw", "zipline shm", "ucx put_bw", o);
+	ratio("zipline shm zerocopy / ucx am_bw", "zipline shm zerocopy", "ucx am_bw", o);
+	ratio("zipline shm zerocopy / spsc floor", "zipline shm zerocopy", "spsc floor", o);
 	ratio("zipline unix / raw unix", "zipline unix", "raw unix", o);
 	ratio("zipline tcp / raw tcp", "zipline tcp", "raw tcp", o);
 	ratio("zipline shm batch / zipline shm", "zipline shm batch", "zipline shm", o);
