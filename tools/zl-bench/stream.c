@@ -271,9 +271,11 @@ static int send_msg(zl_channel *ch, uint8_t *p, size_t size, uint64_t seq, int64
 	return zl_send(ch, p, size, to);
 }
 
-/* --zerocopy: message seq written straight into the ring (the sender's
- * bytes, then its marks), or what the fault says instead; copied where
- * it does not fit one record. */
+/* --zerocopy: message seq written straight into the ring in one pass (as
+ * a producer would write its message there; marking it in the ring after
+ * the copy, a second pass over lines the receiver is about to read, cost
+ * 2x at 4 KiB), or what the fault says instead; copied where it does not
+ * fit one record. */
 static int send_zc(zl_channel *ch, uint8_t *tx, size_t size, uint64_t seq, int64_t to,
 		   enum fault f, uint64_t at)
 {
@@ -292,8 +294,8 @@ static int send_zc(zl_channel *ch, uint8_t *tx, size_t size, uint64_t seq, int64
 				return rc;
 		if (rc)
 			return rc;
+		st_stamp(tx, size, seq);
 		memcpy(p, tx, size);
-		st_stamp(p, size, seq);
 		if (hit && f == F_TORN && size >= 72)
 			((uint8_t *)p)[64] ^= 1;
 		if ((rc = zl_send_commit(ch, size)))
