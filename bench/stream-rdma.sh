@@ -7,8 +7,9 @@
 #   bench/stream-rdma.sh [BUILD_DIR] [ROUNDS] [SIZES]
 #
 #   zipline   zl-bench stream, sender on rxe0 / cpu0, receiver (--server)
-#             on rxe1 / cpu1, order=single and order=split; every message
-#             checked by the receiver
+#             on rxe1 / cpu1, order=single and order=split, and single with
+#             --zerocopy (written into the ring's staging copy, checked in
+#             place by the receiver: no copy out); every message checked
 #   perftest  ib_write_bw at the same size (its RDMA WRITEs carry no
 #             framing and nobody reads them: the ceiling)
 #
@@ -33,8 +34,8 @@ summary() {
 			for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++)
 				if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
 			return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2 }
-		END { split("ib_write_bw single split", M, " ")
-			for (s in sz) for (i = 1; i <= 3; i++) { k = M[i] "," s
+		END { split("ib_write_bw single split single-zc", M, " ")
+			for (s in sz) for (i = 1; i <= 4; i++) { k = M[i] "," s
 				if (!(k in m)) continue
 				base = med(m["ib_write_bw," s]); x = med(m[k])
 				r = (base > 0) ? x / base : 0
@@ -51,7 +52,7 @@ summary() {
 	set ylabel "GB/s"
 	set logscale x 2
 	set key left top
-	plot for [m in "ib_write_bw single split"] "< grep '^".m." ' $B/stream-rdma.dat" \
+	plot for [m in "ib_write_bw single split single-zc"] "< grep '^".m." ' $B/stream-rdma.dat" \
 		using 2:3 with linespoints title m
 	EOF
 }
@@ -68,10 +69,10 @@ fi
 zb=$B/tools/zl-bench
 echo "round,method,size,msgs_per_s,gb_per_s" >"$csv"
 
-# zipline ORDER SIZE -> "msgs/s GB/s" (one run of 2000 messages, or 64 MB)
+# zipline ORDER SIZE [--zerocopy] -> "msgs/s GB/s" (20000 messages, or 64 MB)
 zipline() {
 	local p=$((7400 + RANDOM % 500)) srv log=/tmp/srv.log q
-	q="--size $2 --iters 20000 --bytes 64m --runs 1 --timeout 120"
+	q="--size $2 --iters 20000 --bytes 64m --runs 1 --timeout 120 ${3:-}"
 	# shellcheck disable=SC2086 # $q is a list of options
 	"$zb" stream --server --pin 1 $q --url "rdma://$ZL_RDMA_IP_B:$p?dev=$ZL_RDMA_DEV_B&order=$1" \
 		>"$log" 2>&1 &
@@ -101,12 +102,16 @@ perftest() {
 		found = 1 } END { exit !found }' <<<"$out" || { echo "$out" >&2; return 1; }
 }
 
-methods=(ib_write_bw single split)
+methods=(ib_write_bw single split single-zc)
 for r in $(seq "$ROUNDS"); do
 	for s in $SIZES; do
-		for k in 0 1 2; do
-			m=${methods[$(((k + r) % 3))]}
-			if [ "$m" = ib_write_bw ]; then out=$(perftest "$s"); else out=$(zipline "$m" "$s"); fi
+		for k in 0 1 2 3; do
+			m=${methods[$(((k + r) % 4))]}
+			case $m in
+			ib_write_bw) out=$(perftest "$s") ;;
+			single-zc) out=$(zipline single "$s" --zerocopy) ;;
+			*) out=$(zipline "$m" "$s") ;;
+			esac
 			[ -n "$out" ] || exit 1
 			echo "$r,$m,$s,${out/ /,}" >>"$csv"
 		done
