@@ -213,6 +213,7 @@ int oob_join(struct oob *o, int me, int n, const char *coord, int lfd, uint64_t 
 	return 0;
 }
 
+
 static int say(int r, int node, const char *what)
 {
 	if (r == -EPIPE)
@@ -222,6 +223,54 @@ static int say(int r, int node, const char *what)
 	else if (r)
 		fprintf(stderr, "zl-proto: %s: node %d: %s\n", what, node, strerror(-r));
 	return r;
+}
+
+/* Node 0: every other node's part, in whatever order they come, so that
+ * the first node to die or fail is named at once (not after the ones
+ * before it in node order answer). */
+static int gather_parts(struct oob *o, uint32_t *l, char **part, uint64_t dl, const char *what)
+{
+	uint32_t got[256] = { 0 }; /* bytes of 4 + l[i] received */
+	int left = o->n - 1;
+	while (left > 0) {
+		struct pollfd pf[256];
+		int idx[256], k = 0;
+		for (int i = 1; i < o->n; i++)
+			if (!part[i] || got[i] < 4 + l[i]) {
+				pf[k] = (struct pollfd){ .fd = o->fd[i], .events = POLLIN };
+				idx[k++] = i;
+			}
+		int r = poll(pf, (nfds_t)k, left_ms(dl));
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0) {
+			for (int j = 0; j < k; j++)
+				say(-ETIMEDOUT, idx[j], what);
+			return -ETIMEDOUT;
+		}
+		for (int j = 0; j < k; j++) {
+			int i = idx[j];
+			if (!(pf[j].revents & (POLLIN | POLLHUP | POLLERR)))
+				continue;
+			ssize_t n;
+			if (got[i] < 4)
+				n = recv(o->fd[i], (char *)&l[i] + got[i], 4 - got[i], MSG_DONTWAIT);
+			else
+				n = recv(o->fd[i], part[i] + (got[i] - 4), 4 + l[i] - got[i], MSG_DONTWAIT);
+			if (n < 0 && (errno == EAGAIN || errno == EINTR))
+				continue;
+			if (n <= 0)
+				return say(n == 0 || errno == ECONNRESET ? -EPIPE : -errno, i, what);
+			got[i] += (uint32_t)n;
+			if (got[i] == 4) {
+				if (l[i] > OOB_MAX || !(part[i] = malloc(l[i] + 1)))
+					return say(-EPROTO, i, what);
+			}
+			if (part[i] && got[i] == 4 + l[i])
+				left--;
+		}
+	}
+	return 0;
 }
 
 int oob_gather(struct oob *o, const void *mine, uint32_t len, void **all, uint32_t *lens,
@@ -254,18 +303,12 @@ int oob_gather(struct oob *o, const void *mine, uint32_t len, void **all, uint32
 		char *part[256] = { 0 };
 		uint32_t total = len;
 		l[0] = len;
-		for (int i = 1; i < o->n && !r; i++) {
-			if ((r = io_all(o->fd[i], &l[i], 4, 0, dl))) {
-				say(r, i, what);
-			} else if (l[i] > OOB_MAX || !(part[i] = malloc(l[i] + 1))) {
-				r = -EPROTO;
-			} else if ((r = io_all(o->fd[i], part[i], l[i], 0, dl))) {
-				say(r, i, what);
-			}
-			total += l[i];
+		if ((r = gather_parts(o, l, part, dl, what)) == 0) {
+			for (int i = 1; i < o->n; i++)
+				total += l[i];
+			if (!(buf = malloc(total + 1)))
+				r = -ENOMEM;
 		}
-		if (!r && !(buf = malloc(total + 1)))
-			r = -ENOMEM;
 		if (!r) {
 			size_t at = len;
 			memcpy(buf, mine, len);
@@ -287,6 +330,7 @@ int oob_gather(struct oob *o, const void *mine, uint32_t len, void **all, uint32
 		}
 	}
 out:
+	memset(o->quiet, 0, sizeof(o->quiet));
 	if (r) {
 		if (o->me != 0)
 			say(r, 0, what);
@@ -309,6 +353,29 @@ int oob_barrier(struct oob *o, double timeout, const char *what)
 	if (!r)
 		free(all);
 	return r;
+}
+
+int oob_watch(struct oob *o, int ms, const char *what)
+{
+	struct pollfd pf[256];
+	int idx[256], k = 0;
+	for (int i = 0; i < o->n; i++)
+		if (o->fd[i] >= 0 && !o->quiet[i]) {
+			pf[k] = (struct pollfd){ .fd = o->fd[i], .events = POLLIN };
+			idx[k++] = i;
+		}
+	int r = poll(k ? pf : NULL, (nfds_t)k, ms);
+	for (int j = 0; j < k && r > 0; j++) {
+		char c;
+		if (!pf[j].revents)
+			continue;
+		ssize_t n = recv(pf[j].fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+			return say(-EPIPE, idx[j], what);
+		if (n > 0)
+			o->quiet[idx[j]] = 1; /* its next part is here: it is done */
+	}
+	return 0;
 }
 
 void oob_close(struct oob *o)

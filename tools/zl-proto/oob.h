@@ -12,6 +12,7 @@ struct oob {
 	int me, n;
 	int fd[256]; /* node 0: one per other node; others: fd[0] to node 0 */
 	uint64_t tag; /* every node's parameters must agree */
+	uint8_t quiet[256]; /* oob_watch: sent its next part early, not watched */
 };
 
 /* Listen on HOST:PORT (port 0: any); *port gets the port. fd or -errno. */
@@ -28,6 +29,9 @@ int oob_join(struct oob *o, int me, int n, const char *coord, int lfd, uint64_t 
 int oob_gather(struct oob *o, const void *mine, uint32_t len, void **all, uint32_t *lens,
 	       double timeout, const char *what);
 int oob_barrier(struct oob *o, double timeout, const char *what);
+/* Between exchanges: wait up to ms for a node to close its connection
+ * (it died or failed). 0, or -EPIPE with the node named on stderr. */
+int oob_watch(struct oob *o, int ms, const char *what);
 void oob_close(struct oob *o);
 
 #endif

@@ -92,6 +92,7 @@ struct node {
 	uint32_t sq_depth, max_inline;
 	uint64_t start, measure_from, measure_to;
 	atomic_int stop;
+	atomic_int requesting; /* requester threads still running */
 };
 
 static size_t slot_size(uint32_t n) { return ((size_t)n + 9 + 7) & ~(size_t)7; }
@@ -443,6 +444,7 @@ static void *requester(void *arg)
 		if (!work && !p->busy)
 			sched_yield();
 	}
+	atomic_fetch_sub(&nd->requesting, 1);
 	return NULL;
 }
 
@@ -653,13 +655,25 @@ int proto_run(const struct params *p, int me, const char *devname, int lfd)
 		return r;
 	if ((r = oob_barrier(&o, p->timeout, "ready")))
 		return r;
+	if (me == 0)
+		printf("zl-proto: %d nodes joined; running %g s warm-up + %g s\n", p->N, p->warmup, p->seconds);
 	nd.start = mono_ns();
 	nd.measure_from = nd.start + (uint64_t)(p->warmup * 1e9);
 	nd.measure_to = nd.measure_from + (uint64_t)(p->seconds * 1e9);
 	for (int t = 0; t < nd.nw; t++)
+		if (nd.w[t].requester)
+			atomic_fetch_add(&nd.requesting, 1);
+	for (int t = 0; t < nd.nw; t++)
 		if ((r = pthread_create(&nd.w[t].th, NULL, nd.w[t].requester ? requester : responder, &nd.w[t]))) {
 			fprintf(stderr, "zl-proto: pthread_create: %s\n", strerror(r));
 			return -r;
+		}
+	/* a node that dies mid-run may leave no WR of ours outstanding (no
+	 * CQE will ever say so): its rendezvous connection closing does */
+	while (atomic_load(&nd.requesting) > 0)
+		if (oob_watch(&o, 100, "during the run")) {
+			fflush(NULL);
+			_exit(1);
 		}
 	for (int t = 0; t < nd.nw; t++)
 		if (nd.w[t].requester)
