@@ -129,6 +129,11 @@ if [ -x "$B/tools/zl-proto" ]; then
 			run "proto_${pr}_$pat" "$B/tools/zl-proto" --proto "$pr" --pattern "$pat" $pq
 		done
 	done
+	# the verbs experiments (two nodes), briefly: every message checked
+	for m in qptype notify indirect chain signal inline recvpost; do
+		run "proto_mode_$m" "$B/tools/zl-proto" --mode "$m" --iters 50 --local \
+			--dev "$ZL_RDMA_DEV_A,$ZL_RDMA_DEV_B" --timeout 20
+	done
 	run proto_kill bash -c proto_kill
 	run proto_no_answer bash -c 'proto_must_fail "cannot reach node 0" "$@"' _ \
 		"$B/tools/zl-proto" --proto read --pattern m1 -N 2 --node 1 --coord 127.0.0.1:9 \

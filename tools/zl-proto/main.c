@@ -111,7 +111,7 @@ static int run_local(struct params *p)
 				close(lfd);
 			int r = run_node(p, i, i ? -1 : lfd);
 			fflush(NULL);
-			_exit(r ? 1 : 0);
+			_exit(r == 77 ? 77 : r ? 1 : 0);
 		}
 	}
 	close(lfd);
@@ -130,6 +130,10 @@ static int run_local(struct params *p)
 				continue;
 			pid[i] = 0;
 			left--;
+			if (WIFEXITED(st) && WEXITSTATUS(st) == 77) {
+				rc = rc ? rc : 77; /* skipped, with the reason printed */
+				continue;
+			}
 			if (!WIFEXITED(st) || WEXITSTATUS(st)) {
 				if (WIFSIGNALED(st))
 					fprintf(stderr, "zl-proto: node %d was killed by signal %d; stopping the others\n",
@@ -178,5 +182,6 @@ int main(int argc, char **argv)
 	clock_init();
 	if (p.local)
 		return run_local(&p);
-	return run_node(&p, p.node, -1) ? 1 : 0;
+	r = run_node(&p, p.node, -1);
+	return r == 77 ? 77 : r ? 1 : 0;
 }
