@@ -468,9 +468,10 @@ static int points(const struct params *p, struct point *pt, int max)
 	static const uint32_t isizes[] = { 8, 16, 32, 64, 128, 256, 512, 1024 };
 	switch (p->mode) {
 	case MD_QPTYPE:
-		PT(.variant = "rc", .op = OP_IMM, .size = 0);
-		PT(.variant = "uc", .op = OP_IMM, .type = IBV_QPT_UC, .size = 0);
-		PT(.variant = "ud", .op = OP_IMM, .type = IBV_QPT_UD, .size = 0);
+		/* x: 1 RC, 2 UC, 3 UD (one axis for the plot) */
+		PT(.variant = "rc", .x = 1, .op = OP_IMM, .size = 0);
+		PT(.variant = "uc", .x = 2, .op = OP_IMM, .type = IBV_QPT_UC, .size = 0);
+		PT(.variant = "ud", .x = 3, .op = OP_IMM, .type = IBV_QPT_UD, .size = 0);
 		break;
 	case MD_NOTIFY:
 		for (int i = 0; i < 5; i++) {
@@ -724,7 +725,10 @@ int lat_run(const struct params *p, int me, const char *devname, int lfd)
 		return r;
 	if ((r = oob_join(&o, me, 2, p->coord, lfd, params_tag(p), p->timeout)))
 		return r;
-	for (int i = 0; i < n && !r; i++) {
+	/* rounds pass over all points in turn: a slow spell of the emulator
+	 * (or a loaded host) then hits one round of a point, not all */
+	for (int k = 0; k < n * p->rounds && !r; k++) {
+		int i = k % n;
 		struct end e = { .p = p, .d = &d, .me = me, .pt = &pts[i] };
 		struct xchg x = { 0 };
 		void *all;
@@ -757,7 +761,7 @@ int lat_run(const struct params *p, int me, const char *devname, int lfd)
 		free(all);
 		close_end(&e);
 	}
-	if (!r && skipped == n) {
+	if (!r && skipped == n * p->rounds) {
 		if (me == 0)
 			printf("zl-proto: --mode %s: every point skipped\n", mode_name(p->mode));
 		r = 77;

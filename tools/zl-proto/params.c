@@ -89,7 +89,7 @@ void params_usage(FILE *f)
 		"                [--csv FILE] [--label TEXT] [--busy]\n"
 		"       zl-proto --mode qptype|notify|indirect|chain|signal|inline|recvpost|ack\n"
 		"                (--local | --node 0|1 --coord HOST:PORT) [--dev A,B] [--iters n] [-V bytes]\n"
-		"                [--ack-timeout t] [--retry n] [--csv FILE]\n"
+		"                [--rounds n] [--ack-timeout t] [--retry n] [--csv FILE]\n"
 		"protocols: send-send send-write write-send write-write read (seed 002, RC)\n"
 		"defaults: M:1 P=28 S=16, 1:M Q=28 S=16, M:M N=28 S=1; R=128 L=%d V=%d\n"
 		"see zl-proto(1)\n",
@@ -112,6 +112,7 @@ static void defaults(struct params *p)
 	p->gid_index = -1;
 	p->ib_port = 1;
 	p->iters = 1000;
+	p->rounds = 1;
 	p->ack_timeout = 14;
 	p->retry = 7;
 	p->kill_node = -1;
@@ -121,7 +122,7 @@ static void defaults(struct params *p)
 int params_parse(struct params *p, int argc, char **argv, char *err, size_t errlen)
 {
 	enum { O_MODE = 256, O_NODE, O_LOCAL, O_COORD, O_DEV, O_GID, O_PORT, O_TIME, O_WARM,
-	       O_TMO, O_BUSY, O_ITERS, O_ACK, O_RETRY, O_CSV, O_HDR, O_LABEL, O_KILL };
+	       O_TMO, O_BUSY, O_ITERS, O_ACK, O_RETRY, O_CSV, O_HDR, O_LABEL, O_KILL, O_ROUNDS };
 	static const struct option lo[] = {
 		{ "mode", 1, 0, O_MODE },	{ "proto", 1, 0, 'p' },	   { "pattern", 1, 0, 'm' },
 		{ "node", 1, 0, O_NODE },	{ "local", 0, 0, O_LOCAL }, { "coord", 1, 0, O_COORD },
@@ -129,7 +130,7 @@ int params_parse(struct params *p, int argc, char **argv, char *err, size_t errl
 		{ "time", 1, 0, O_TIME },	{ "warmup", 1, 0, O_WARM }, { "timeout", 1, 0, O_TMO },
 		{ "busy", 0, 0, O_BUSY },	{ "iters", 1, 0, O_ITERS }, { "ack-timeout", 1, 0, O_ACK },
 		{ "retry", 1, 0, O_RETRY },	{ "csv", 1, 0, O_CSV },	   { "csv-header", 0, 0, O_HDR },
-		{ "label", 1, 0, O_LABEL },	{ "kill", 1, 0, O_KILL },	{ "help", 0, 0, 'h' },	   { 0, 0, 0, 0 }
+		{ "label", 1, 0, O_LABEL },	{ "kill", 1, 0, O_KILL },	{ "rounds", 1, 0, O_ROUNDS },	{ "help", 0, 0, 'h' },	   { 0, 0, 0, 0 }
 	};
 	long v;
 	int c, i;
@@ -208,6 +209,11 @@ int params_parse(struct params *p, int argc, char **argv, char *err, size_t errl
 			if (num(a, 1, 100000000, &v))
 				return fail(err, errlen, "--iters %s: want 1 to 100000000", a);
 			p->iters = (int)v;
+			break;
+		case O_ROUNDS:
+			if (num(a, 1, 100, &v))
+				return fail(err, errlen, "--rounds %s: want 1 to 100", a);
+			p->rounds = (int)v;
 			break;
 		case O_ACK:
 			if (num(a, 0, 31, &v))

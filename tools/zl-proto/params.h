@@ -55,6 +55,7 @@ struct params {
 	int ib_port;
 	int busy;           /* spin without sched_yield on an idle poll */
 	int iters;          /* verbs experiments: round trips per point */
+	int rounds;         /* verbs experiments: passes over the points */
 	int ack_timeout;    /* QP attribute timeout (4.096 us x 2^t) */
 	int retry;          /* QP retry_cnt */
 	char csv[256];      /* append the result row here ("-" stdout) */

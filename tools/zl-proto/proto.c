@@ -485,7 +485,7 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n)
 uint64_t params_tag(const struct params *p)
 {
 	int v[] = { p->mode, p->proto, p->pattern, p->N, p->S, p->R, (int)p->L, (int)p->V, p->iters,
-		    p->ack_timeout, p->retry };
+		    p->ack_timeout, p->retry, p->rounds };
 	double d[] = { p->seconds, p->warmup };
 	return fnv(fnv(0xcbf29ce484222325ull, v, sizeof(v)), d, sizeof(d));
 }
