@@ -11,16 +11,9 @@
 #include <unistd.h>
 
 #include "params.h"
+#include "testlib.h"
 
-static int fails;
-
-#define CHECK(c)                                                                   \
-	do {                                                                       \
-		if (!(c)) {                                                        \
-			fprintf(stderr, "%s:%d: CHECK(%s) failed\n", __FILE__, __LINE__, #c); \
-			fails++;                                                   \
-		}                                                                  \
-	} while (0)
+static int fails; /* the table-driven checks count their failures */
 
 static int parse(const char *line, struct params *p, char *err)
 {
@@ -77,6 +70,8 @@ static const struct bad bads[] = {
 	{ "--mode notify -N 3 --local", "-N 2" },
 	{ "--mode ack --ack-timeout 32 --local", "0 to 31" },
 	{ "--mode chain --local --label a,b", "cannot hold" },
+	{ "--proto read --pattern m1 --local --inject dup", "--inject needs" },
+	{ "--proto send-send --pattern m1 --local --inject twice", "corrupt, drop or dup" },
 };
 
 /* Every link's other end exists on its peer, once; counts as the paper's. */

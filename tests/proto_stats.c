@@ -9,16 +9,9 @@
 #include <string.h>
 
 #include "stats.h"
+#include "testlib.h"
 
-static int fails;
-
-#define CHECK(c)                                                                   \
-	do {                                                                       \
-		if (!(c)) {                                                        \
-			fprintf(stderr, "%s:%d: CHECK(%s) failed\n", __FILE__, __LINE__, #c); \
-			fails++;                                                   \
-		}                                                                  \
-	} while (0)
+static int fails; /* the table-driven checks count their failures */
 
 /* within 1/64 above the exact value, never below */
 static int near(uint64_t got, uint64_t exact)

@@ -135,6 +135,17 @@ if [ -x "$B/tools/zl-proto" ]; then
 			--dev "$ZL_RDMA_DEV_A,$ZL_RDMA_DEV_B" --timeout 20
 	done
 	run proto_kill bash -c proto_kill
+	# the checks themselves: one response spoiled must fail the run
+	pi="--pattern m1 -N 3 -S 1 -R 4 --local --dev $ZL_RDMA_DEV_A,$ZL_RDMA_DEV_B --time 1 --warmup 0.2 --timeout 3"
+	# shellcheck disable=SC2086
+	run proto_inject_corrupt bash -c 'proto_must_fail "payload does not match" "$@"' _ \
+		"$B/tools/zl-proto" --proto write-write $pi --inject corrupt
+	# shellcheck disable=SC2086
+	run proto_inject_drop bash -c 'proto_must_fail "got no response within 3 s after the run (lost)" "$@"' _ \
+		"$B/tools/zl-proto" --proto send-write $pi --inject drop
+	# shellcheck disable=SC2086
+	run proto_inject_dup bash -c 'proto_must_fail "duplicate\|id does not match" "$@"' _ \
+		"$B/tools/zl-proto" --proto send-send $pi --inject dup
 	run proto_no_answer bash -c 'proto_must_fail "cannot reach node 0" "$@"' _ \
 		"$B/tools/zl-proto" --proto read --pattern m1 -N 2 --node 1 --coord 127.0.0.1:9 \
 		--dev "$ZL_RDMA_DEV_B" --timeout 2

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "frame.h"
 #include "node.h"
 #include "oob.h"
 #include "vb.h"
@@ -105,16 +106,6 @@ static void build(char *s, uint32_t n, uint64_t seq)
 	s[4] = (char)mark;
 }
 
-static int arrived(const char *s, uint32_t n)
-{
-	const volatile uint8_t *v = (const volatile uint8_t *)s;
-	uint8_t m = v[4];
-	if (!m || v[8 + n] != m)
-		return 0;
-	atomic_thread_fence(memory_order_acquire);
-	return 1;
-}
-
 static const char *verify(const char *s, uint32_t n, uint64_t seq)
 {
 	uint32_t len;
@@ -127,12 +118,6 @@ static const char *verify(const char *s, uint32_t n, uint64_t seq)
 	if (n >= 8 && memcmp(s + 8, &seq, 8))
 		return "sequence does not match";
 	return NULL;
-}
-
-static void unmark(char *s, uint32_t n)
-{
-	s[4] = 0;
-	s[8 + n] = 0;
 }
 
 static uint64_t deadline(const struct end *e) { return mono_ns() + (uint64_t)(e->p->timeout * 1e9); }
@@ -210,7 +195,7 @@ static void wait_mem(struct end *e, const char *s, uint32_t n)
 {
 	uint64_t dl = deadline(e);
 	unsigned spin = 0;
-	while (!arrived(s, n)) {
+	while (!frame_arrived(s, n)) {
 		if (!(++spin & 1023) && mono_ns() > dl)
 			die(e, "nothing arrived within %.0f s (the peer died, or a message was lost)", e->p->timeout);
 		if (!e->p->busy && !(spin & 63))
@@ -349,7 +334,7 @@ static void wait_msg(struct end *e, uint64_t seq)
 	case OP_WRITE:
 		wait_mem(e, rx(e), n);
 		settle(e, rx(e), n, seq);
-		unmark(rx(e), n);
+		frame_unmark(rx(e), n);
 		break;
 	case OP_WRITE_IMM:
 		wc = wait_recv(e);
@@ -358,7 +343,7 @@ static void wait_msg(struct end *e, uint64_t seq)
 			    wc.opcode, ntohl(wc.imm_data));
 		if ((bad = verify(rx(e), n, seq)))
 			die(e, "message %llu: %s", (unsigned long long)seq, bad);
-		unmark(rx(e), n);
+		frame_unmark(rx(e), n);
 		recv_used(e);
 		break;
 	case OP_SEND:
@@ -392,7 +377,7 @@ static void wait_msg(struct end *e, uint64_t seq)
 		/* position first: the data may still be on its way */
 		wait_mem(e, s, n);
 		settle(e, s, n, seq);
-		unmark(s, n);
+		frame_unmark(s, n);
 		break;
 	}
 	case OP_IND_IMM: {
@@ -403,7 +388,7 @@ static void wait_msg(struct end *e, uint64_t seq)
 		char *s = e->buf + ind_off(e, (int)(imm & 0xff));
 		if ((bad = verify(s, n, seq)))
 			die(e, "message %llu: %s", (unsigned long long)seq, bad);
-		unmark(s, n);
+		frame_unmark(s, n);
 		recv_used(e);
 		break;
 	}

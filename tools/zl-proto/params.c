@@ -122,7 +122,7 @@ static void defaults(struct params *p)
 int params_parse(struct params *p, int argc, char **argv, char *err, size_t errlen)
 {
 	enum { O_MODE = 256, O_NODE, O_LOCAL, O_COORD, O_DEV, O_GID, O_PORT, O_TIME, O_WARM,
-	       O_TMO, O_BUSY, O_ITERS, O_ACK, O_RETRY, O_CSV, O_HDR, O_LABEL, O_KILL, O_ROUNDS };
+	       O_TMO, O_BUSY, O_ITERS, O_ACK, O_RETRY, O_CSV, O_HDR, O_LABEL, O_KILL, O_ROUNDS, O_INJECT };
 	static const struct option lo[] = {
 		{ "mode", 1, 0, O_MODE },	{ "proto", 1, 0, 'p' },	   { "pattern", 1, 0, 'm' },
 		{ "node", 1, 0, O_NODE },	{ "local", 0, 0, O_LOCAL }, { "coord", 1, 0, O_COORD },
@@ -130,7 +130,7 @@ int params_parse(struct params *p, int argc, char **argv, char *err, size_t errl
 		{ "time", 1, 0, O_TIME },	{ "warmup", 1, 0, O_WARM }, { "timeout", 1, 0, O_TMO },
 		{ "busy", 0, 0, O_BUSY },	{ "iters", 1, 0, O_ITERS }, { "ack-timeout", 1, 0, O_ACK },
 		{ "retry", 1, 0, O_RETRY },	{ "csv", 1, 0, O_CSV },	   { "csv-header", 0, 0, O_HDR },
-		{ "label", 1, 0, O_LABEL },	{ "kill", 1, 0, O_KILL },	{ "rounds", 1, 0, O_ROUNDS },	{ "help", 0, 0, 'h' },	   { 0, 0, 0, 0 }
+		{ "label", 1, 0, O_LABEL },	{ "kill", 1, 0, O_KILL },	{ "rounds", 1, 0, O_ROUNDS },	{ "inject", 1, 0, O_INJECT },	{ "help", 0, 0, 'h' },	   { 0, 0, 0, 0 }
 	};
 	long v;
 	int c, i;
@@ -210,6 +210,15 @@ int params_parse(struct params *p, int argc, char **argv, char *err, size_t errl
 				return fail(err, errlen, "--iters %s: want 1 to 100000000", a);
 			p->iters = (int)v;
 			break;
+		case O_INJECT: {
+			static const char *const ij[] = { "none", "corrupt", "drop", "dup" };
+			for (i = 0; i < 4 && strcmp(a, ij[i]); i++)
+				;
+			if (i == 4)
+				return fail(err, errlen, "--inject %s: want corrupt, drop or dup", a);
+			p->inject = i;
+			break;
+		}
 		case O_ROUNDS:
 			if (num(a, 1, 100, &v))
 				return fail(err, errlen, "--rounds %s: want 1 to 100", a);
@@ -276,29 +285,27 @@ int params_check(struct params *p, char *err, size_t errlen)
 			p->S = p->pattern == PT_MM ? 1 : 16;
 		switch (p->pattern) {
 		case PT_M1:
-			if ((p->given & G_Q) && p->Q != 1)
-				return fail(err, errlen, "M:1 has one responding node: -Q must be 1, not %d", p->Q);
-			if ((p->given & G_P) && (p->given & G_N) && p->N != p->P + 1)
-				return fail(err, errlen, "M:1 with -P %d has %d nodes, not -N %d", p->P, p->P + 1, p->N);
-			if (!(p->given & G_P))
-				p->P = (p->given & G_N) ? p->N - 1 : 28;
-			if (p->P < 1)
-				return fail(err, errlen, "M:1 needs at least one requesting node (-N 2 or more)");
-			p->Q = 1;
-			p->N = p->P + 1;
+		case PT_1M: {
+			/* M:1: P requesting nodes and one responder; 1:M mirrored */
+			int m1 = p->pattern == PT_M1;
+			int *many = m1 ? &p->P : &p->Q, *one = m1 ? &p->Q : &p->P;
+			unsigned gmany = m1 ? G_P : G_Q, gone = m1 ? G_Q : G_P;
+			char cm = m1 ? 'P' : 'Q', co = m1 ? 'Q' : 'P';
+			const char *pn = pattern_name(p->pattern), *rone = m1 ? "responding" : "requesting",
+				   *rmany = m1 ? "requesting" : "responding";
+			if ((p->given & gone) && *one != 1)
+				return fail(err, errlen, "%s has one %s node: -%c must be 1, not %d", pn, rone, co, *one);
+			if ((p->given & gmany) && (p->given & G_N) && p->N != *many + 1)
+				return fail(err, errlen, "%s with -%c %d has %d nodes, not -N %d", pn, cm, *many,
+					    *many + 1, p->N);
+			if (!(p->given & gmany))
+				*many = (p->given & G_N) ? p->N - 1 : 28;
+			if (*many < 1)
+				return fail(err, errlen, "%s needs at least one %s node (-N 2 or more)", pn, rmany);
+			*one = 1;
+			p->N = *many + 1;
 			break;
-		case PT_1M:
-			if ((p->given & G_P) && p->P != 1)
-				return fail(err, errlen, "1:M has one requesting node: -P must be 1, not %d", p->P);
-			if ((p->given & G_Q) && (p->given & G_N) && p->N != p->Q + 1)
-				return fail(err, errlen, "1:M with -Q %d has %d nodes, not -N %d", p->Q, p->Q + 1, p->N);
-			if (!(p->given & G_Q))
-				p->Q = (p->given & G_N) ? p->N - 1 : 28;
-			if (p->Q < 1)
-				return fail(err, errlen, "1:M needs at least one responding node (-N 2 or more)");
-			p->P = 1;
-			p->N = p->Q + 1;
-			break;
+		}
 		default:
 			if (p->given & (G_P | G_Q))
 				return fail(err, errlen, "M:M takes -N (every node requests and responds), not -P or -Q");
@@ -334,6 +341,8 @@ int params_check(struct params *p, char *err, size_t errlen)
 		return fail(err, errlen, "--node %d needs --coord HOST:PORT (node 0 listens there)", p->node);
 	if (p->node >= p->N)
 		return fail(err, errlen, "--node %d: this run has nodes 0 to %d", p->node, p->N - 1);
+	if (p->inject && (p->mode != MD_PROTO || p->proto == PR_READ))
+		return fail(err, errlen, "--inject needs a protocol with a responder (not read, not --mode)");
 	if (p->kill_node >= 0 && (!p->local || p->kill_node >= p->N))
 		return fail(err, errlen, "--kill needs --local and one of nodes 0 to %d", p->N - 1);
 	if (p->mode == MD_PROTO && p->local && p->N > 64)

@@ -11,6 +11,9 @@
 
 enum proto { PR_SEND_SEND, PR_SEND_WRITE, PR_WRITE_SEND, PR_WRITE_WRITE, PR_READ, PR_COUNT };
 enum pattern { PT_M1, PT_1M, PT_MM, PT_COUNT };
+/* --inject: one responder spoils its 50th response, so that the tests can
+ * see the requester's checks catch it */
+enum inject { IJ_NONE, IJ_CORRUPT, IJ_DROP, IJ_DUP };
 /* zl-proto's modes: the protocol run (seed 002) or one verbs experiment
  * (seeds 000 ch. 3, 003 ch. 5, 004's inline comparison). */
 enum mode {
@@ -63,6 +66,7 @@ struct params {
 	char label[64];     /* free text in the CSV's last column */
 	int kill_node;      /* --local test aid: SIGKILL this node ... */
 	double kill_after;  /* ... this many seconds after the start (-1: never) */
+	int inject;         /* test aid: one bad response (enum inject) */
 	/* which of P, Q, N, S, R the user gave (for the consistency checks) */
 	unsigned given;
 };

@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "frame.h"
 #include "node.h"
 #include "oob.h"
 #include "stats.h"
@@ -77,6 +78,7 @@ struct worker {
 	struct hist lat;
 	uint64_t checked_qp_at;
 	int check_next;
+	int inject_at; /* the served request that --inject spoils, 0: none */
 };
 
 struct node {
@@ -128,17 +130,6 @@ static void build(char *slot, uint32_t n, int kind, const struct mid *id, uint32
 	memcpy(slot, &h, sizeof(h));
 }
 
-/* Complete (both marks) in a slot written by WRITE? */
-static int arrived(const char *slot, uint32_t n)
-{
-	const volatile uint8_t *v = (const volatile uint8_t *)slot;
-	uint8_t mark = v[4];
-	if (!mark || v[8 + n] != mark)
-		return 0;
-	atomic_thread_fence(memory_order_acquire);
-	return 1;
-}
-
 /* 0 when the slot holds kind with the id *want (want->seq taken from the
  * message when any_seq) and sender s's fill; else what is wrong. */
 static const char *check(const char *slot, uint32_t n, int kind, struct mid *want, int any_seq,
@@ -162,13 +153,6 @@ static const char *check(const char *slot, uint32_t n, int kind, struct mid *wan
 		if ((uint8_t)m[j] != fill_byte(id.seq, j, s))
 			return "payload does not match the id";
 	return NULL;
-}
-
-static void unmark(char *slot, uint32_t n)
-{
-	slot[4] = 0;
-	slot[8 + n] = 0;
-	memset(slot, 0, 8);
 }
 
 static uint64_t wrid(int ci, int kind, uint32_t low) { return (uint64_t)ci << 40 | (uint64_t)kind << 32 | low; }
@@ -307,7 +291,7 @@ static int got_response(struct worker *w, struct conn *c, int s, char *buf, int 
 	if (b >= 0)
 		post_recv(w, c, buf, nd->Vs, (uint32_t)b);
 	else if (p->proto != PR_READ)
-		unmark(buf, p->V);
+		frame_unmark(buf, p->V);
 	return 1;
 }
 
@@ -342,8 +326,19 @@ static int got_request(struct worker *w, struct conn *c, char *buf, int b)
 	if (b >= 0)
 		post_recv(w, c, buf, nd->Ls, (uint32_t)b);
 	else
-		unmark(buf, p->L);
+		frame_unmark(buf, p->L);
 	w->msgs++;
+	if (w->inject_at && w->msgs == (uint64_t)w->inject_at) {
+		fprintf(stderr, "zl-proto: node %d thread %d: --inject %s on the response to node %d slot %d\n",
+			nd->me, w->id, p->inject == IJ_CORRUPT ? "corrupt" : p->inject == IJ_DROP ? "drop" : "dup",
+			c->l.peer, s);
+		if (p->inject == IJ_CORRUPT)
+			dst[8 + 20] ^= 0x5a;
+		else if (p->inject == IJ_DROP)
+			return 1;
+		else if (post_msg(w, c, dst, p->V + 9, proto_rsp_write(p->proto), c->rrsp + (uint64_t)s * nd->Vs))
+			die(w, "--inject dup: no room in the SQ");
+	}
 	if (post_msg(w, c, dst, p->V + 9, proto_rsp_write(p->proto), c->rrsp + (uint64_t)s * nd->Vs)) {
 		c->todo[s] = 1;
 		c->ntodo++;
@@ -423,7 +418,7 @@ static void *requester(void *arg)
 			if (rsp_write)
 				for (int s = 0; s < p->R; s++) {
 					char *slot = c->rsp + (size_t)s * nd->Vs;
-					if (c->busy[s] && arrived(slot, p->V) && got_response(w, c, s, slot, -1)) {
+					if (c->busy[s] && frame_arrived(slot, p->V) && got_response(w, c, s, slot, -1)) {
 						work++;
 						if (ph < 2)
 							issue(w, c, s);
@@ -463,7 +458,7 @@ static void *responder(void *arg)
 			if (req_write)
 				for (int s = 0; s < p->R; s++) {
 					char *slot = c->req + (size_t)s * nd->Ls;
-					if (arrived(slot, p->L))
+					if (frame_arrived(slot, p->L))
 						work += got_request(w, c, slot, -1);
 				}
 		}
@@ -657,6 +652,12 @@ int proto_run(const struct params *p, int me, const char *devname, int lfd)
 		return r;
 	if (me == 0)
 		printf("zl-proto: %d nodes joined; running %g s warm-up + %g s\n", p->N, p->warmup, p->seconds);
+	/* --inject: the first responding thread of the first responding node */
+	for (int t = 0; t < nd.nw && p->inject && me == (p->pattern == PT_1M ? 1 : 0); t++)
+		if (!nd.w[t].requester) {
+			nd.w[t].inject_at = 50;
+			break;
+		}
 	nd.start = mono_ns();
 	nd.measure_from = nd.start + (uint64_t)(p->warmup * 1e9);
 	nd.measure_to = nd.measure_from + (uint64_t)(p->seconds * 1e9);
