@@ -80,6 +80,26 @@ report() {
 		for f in v-qptype v-notify v-indirect v-chain v-signal v-inline v-recvpost v-ack; do
 			[ -f "$out/$f.png" ] && echo "![$f]($f.png)"
 		done
+		echo
+		echo "## Commands"
+		echo
+		echo "Each point, inside \`tests/vm/rdma-vm.sh\` (PROTO: the five protocols in turn):"
+		echo
+		echo "    zl-proto --proto PROTO --pattern M:1|1:M|M:M -N NODES -S S -R R -V V --local \\"
+		echo "        --dev rxe0,rxe1 --time T --warmup 0.3 --timeout 20 --csv proto.csv"
+		echo "    zl-proto --mode MODE --iters I --rounds K --local --dev rxe0,rxe1 --timeout 20 --csv verbs.csv"
+		echo "    tc qdisc add dev veth0 root netem loss 5%   # then --mode ack, the same way"
+		echo
+		echo "| figure | pattern | swept | fixed |"
+		echo "| --- | --- | --- | --- |"
+		sw() { sed -n "s/^$1 //p" "$data/sweeps.txt" 2>/dev/null; }
+		echo "| 8a, 10a, 12a | M:1, 1:M, M:M | R = $(sw R) | NODES 4, S 1, V 365 |"
+		echo "| 8b, 10b, 12b | M:1, 1:M, M:M | S = $(sw S) | NODES 4, R 16, V 365 |"
+		echo "| 8c, 10c, 12c | M:1, 1:M, M:M | NODES = $(sw N) | S 1, R 16, V 365 |"
+		echo "| 9, 11, 13 (a: R 4, b: R 128) | M:1, 1:M, M:M | V = $(sw V) | NODES 4, S 1 |"
+		echo
+		echo "Experiments: MODE = qptype notify indirect chain signal inline recvpost, then ack under the"
+		echo "loss. The whole of it: \`bench/protocols.sh BUILD_DIR\` (see the parameters at the top)."
 	} > "$md"
 	echo "report: $md"
 }
@@ -165,7 +185,7 @@ plot $s"
 		one-by-one aggregated
 	vplot ack "ACK timeout: retransmission delay against 4.096 us x 2^t" "timeout t" 0 2 us formula retransmit
 	# the ack plot wants a log y
-	g=${g//"set output \"$out/v-ack.png\";"/"set logscale y; set output \"$out/v-ack.png\";"}
+	g=${g//"set output \"$out/v-ack.png\";"/"set logscale y; set yrange [*:*]; set output \"$out/v-ack.png\";"}
 	gnuplot <<EOF || echo "gnuplot failed"
 set terminal pngcairo size 800,520
 set key outside right; set grid; set ylabel "$u"; set yrange [0:*]
@@ -407,6 +427,7 @@ if [ $inside = 1 ]; then
 	}
 	Rs="1 4 16 64" Ss="1 2 4" Ns="2 3 4 6" Vs="365 1024 4096 16384"
 	[ $quick = 1 ] && Rs="1 16" Ss="1 2" Ns="2 4" Vs="365 4096"
+	printf 'R %s\nS %s\nN %s\nV %s\n' "$Rs" "$Ss" "$Ns" "$Vs" > "$data/sweeps.txt"
 	# TCG translates hot paths on first use: one throwaway run
 	"$Z" --proto read --pattern mm -N 2 -S 1 -R 4 --local --dev "$devs" --time 0.5 --timeout 20 > /dev/null 2>&1
 	for pat in M:1 1:M M:M; do
