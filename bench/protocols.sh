@@ -187,7 +187,7 @@ plot $s"
 	# the ack plot wants a log y
 	g=${g//"set output \"$out/v-ack.png\";"/"set logscale y; set yrange [*:*]; set output \"$out/v-ack.png\";"}
 	gnuplot <<EOF || echo "gnuplot failed"
-set terminal pngcairo size 800,520
+set terminal pngcairo size 800,520 noenhanced
 set key outside right; set grid; set ylabel "$u"; set yrange [0:*]
 $g
 EOF
