@@ -70,6 +70,17 @@ static int num(const char *s, long lo, long hi, long *v)
 	return 0;
 }
 
+/* --name a: a whole number from lo to hi into *dst, or the reason in err */
+static int intopt(const char *name, const char *a, long lo, long hi, const char *more, int *dst,
+		  char *err, size_t n)
+{
+	long v;
+	if (num(a, lo, hi, &v))
+		return fail(err, n, "--%s %s: want %ld to %ld%s", name, a, lo, hi, more);
+	*dst = (int)v;
+	return 0;
+}
+
 static int seconds(const char *s, double *v)
 {
 	char *end;
@@ -189,14 +200,12 @@ int params_parse(struct params *p, int argc, char **argv, char *err, size_t errl
 			strcpy(p->devs, a);
 			break;
 		case O_GID:
-			if (num(a, 0, 255, &v))
-				return fail(err, errlen, "--gid-index %s: want 0 to 255", a);
-			p->gid_index = (int)v;
+			if (intopt("gid-index", a, 0, 255, "", &p->gid_index, err, errlen))
+				return -EINVAL;
 			break;
 		case O_PORT:
-			if (num(a, 1, 255, &v))
-				return fail(err, errlen, "--ib-port %s: want 1 to 255", a);
-			p->ib_port = (int)v;
+			if (intopt("ib-port", a, 1, 255, "", &p->ib_port, err, errlen))
+				return -EINVAL;
 			break;
 		case O_TIME: case O_WARM: case O_TMO: {
 			double *d = c == O_TIME ? &p->seconds : c == O_WARM ? &p->warmup : &p->timeout;
@@ -206,9 +215,8 @@ int params_parse(struct params *p, int argc, char **argv, char *err, size_t errl
 		}
 		case O_BUSY: p->busy = 1; break;
 		case O_ITERS:
-			if (num(a, 1, 100000000, &v))
-				return fail(err, errlen, "--iters %s: want 1 to 100000000", a);
-			p->iters = (int)v;
+			if (intopt("iters", a, 1, 100000000, "", &p->iters, err, errlen))
+				return -EINVAL;
 			break;
 		case O_INJECT: {
 			static const char *const ij[] = { "none", "corrupt", "drop", "dup" };
@@ -220,19 +228,17 @@ int params_parse(struct params *p, int argc, char **argv, char *err, size_t errl
 			break;
 		}
 		case O_ROUNDS:
-			if (num(a, 1, 100, &v))
-				return fail(err, errlen, "--rounds %s: want 1 to 100", a);
-			p->rounds = (int)v;
+			if (intopt("rounds", a, 1, 100, "", &p->rounds, err, errlen))
+				return -EINVAL;
 			break;
 		case O_ACK:
-			if (num(a, 0, 31, &v))
-				return fail(err, errlen, "--ack-timeout %s: want 0 to 31 (4.096 us x 2^t; 0: infinite)", a);
-			p->ack_timeout = (int)v;
+			if (intopt("ack-timeout", a, 0, 31, " (4.096 us x 2^t; 0: infinite)", &p->ack_timeout, err,
+				   errlen))
+				return -EINVAL;
 			break;
 		case O_RETRY:
-			if (num(a, 0, 7, &v))
-				return fail(err, errlen, "--retry %s: want 0 to 7", a);
-			p->retry = (int)v;
+			if (intopt("retry", a, 0, 7, "", &p->retry, err, errlen))
+				return -EINVAL;
 			break;
 		case O_CSV: case O_LABEL: {
 			char *d = c == O_CSV ? p->csv : p->label;
