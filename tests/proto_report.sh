@@ -61,6 +61,20 @@ want "the highest bandwidth measured here, 0.090 Gbit/s"
 grep -q "^16 0.030$" "$t/out/m1-R-send-send.dat" ||
 	{ echo "m1-R-send-send.dat:"; cat "$t/out/m1-R-send-send.dat"; fail=1; }
 grep -q "^16 30 " "$t/out/v-notify-write-poll.dat" || { echo "rounds not folded:"; cat "$t/out/v-notify-write-poll.dat"; fail=1; }
+# three runs of one point: the report takes the median (0.05 of 0.09,
+# 0.05, 0.02), not the last or the mean
+mkdir -p "$t/r2" "$t/r3"
+for r in 2 3; do
+	{
+		echo "$hdr"
+		for pr in send-send send-write write-send write-write; do row M:1 "$pr" 4 1 16 365 0.030; done
+		row M:1 read 4 1 16 365 "$([ $r = 2 ] && echo 0.050 || echo 0.020)"
+	} > "$t/r$r/proto.csv"
+done
+"$src/bench/protocols.sh" --report "$t" "$t/r2" "$t/r3" "$t/out3" > "$t/log3" 2>&1 || { cat "$t/log3"; fail=1; }
+grep -qF "best read; send-send 0.0300, send-write 0.0300, write-send 0.0300, write-write 0.0300, read 0.0500 | **reproduced** |" \
+	"$t/out3/protocols.md" || { echo "three runs not folded to the median:"; grep "M:1: READ" "$t/out3/protocols.md"; fail=1; }
+grep -qF "Runs: 3" "$t/out3/protocols.md" || { echo "the report does not say it merged 3 runs"; fail=1; }
 if [ $fail -ne 0 ]; then
 	echo "--- report:"
 	cat "$md"
