@@ -125,7 +125,8 @@ report() { # out data...
 		echo
 		echo "Round-trip times (RTT) between rxe0 and rxe1; the signaling sweep is a one-way stream (messages/s)."
 		echo "Each point ran in several rounds (\`--rounds\`); the plots and verdicts take the lowest median"
-		echo "(a slow spell of the emulator only adds time) and the median of the other columns over the rounds."
+		echo "(a slow spell of the emulator only adds time; for the ACK delays, a difference, the median) and the"
+		echo "median of the other columns over the rounds."
 		echo
 		for f in v-qptype v-notify v-indirect v-chain v-signal v-inline v-recvpost v-ack; do
 			[ -f "$out/$f.png" ] && echo "![$f]($f.png)"
@@ -155,7 +156,8 @@ report() { # out data...
 }
 
 # verbs.csv rows of one (mode, variant, x) from several --rounds, as one
-# line: mode variant x p50(min) p99(median) p999(median) max msgs/s(median)
+# line: mode variant x p50(min; ack: median) p99(median) p999(median) max
+# msgs/s(median)
 vagg() {
 	awk -F, "$AWK_MED"'
 	function nz(x) { return x == "" ? "NaN" : x }
@@ -163,12 +165,20 @@ vagg() {
 		k = $1 " " $11 " " $12
 		if (!(k in P50)) { K[++nk] = k; P50[k] = nz($20); MX[k] = nz($23) }
 		else if ($20 != "" && $20 + 0 < P50[k] + 0) P50[k] = $20
+		# ack: the retransmission delay is a difference, which a slow
+		# spell can shrink as well as grow: its median, not its minimum
+		if ($1 == "ack" && $20 != "") L50[k] = L50[k] " " $20
 		if ($23 != "" && $23 + 0 > MX[k] + 0) MX[k] = $23
 		if ($21 != "") P99[k] = P99[k] " " $21
 		if ($22 != "") P999[k] = P999[k] " " $22
 		RATE[k] = RATE[k] " " $17
 	}
-	END { for (i = 1; i <= nk; i++) { k = K[i]; print k, P50[k], med(P99[k]), med(P999[k]), MX[k], med(RATE[k]) } }' "$1"
+	END {
+		for (i = 1; i <= nk; i++) {
+			k = K[i]
+			print k, (k in L50) ? med(L50[k]) : P50[k], med(P99[k]), med(P999[k]), MX[k], med(RATE[k])
+		}
+	}' "$1"
 }
 
 # gnuplot: one PNG per panel of figures 8 to 13, one per experiment
