@@ -293,8 +293,8 @@ findings() {
 	END {
 		print "## Seed 002\x27s findings in the emulator"
 		print ""
-		print "Bandwidth in Gbit/s (M:M: per node). Base point: 4 nodes, S = 1, R = 16, V = 365. Every run"
-		print "once: a difference under 5% counts as none, and \"best\" must lead the second by 5% or more."
+		print "Bandwidth in Gbit/s (M:M: per node). Base point: 4 nodes, S = 1, R = 16, V = 365. A point runs"
+		print "once per run: a difference under 5% counts as none, and \"best\" must lead the second by 5% or more."
 		print ""
 		print "| finding (seed 002) | measured here | verdict |"
 		print "| --- | --- | --- |"
