@@ -77,6 +77,82 @@ for t in os_basic os_lin os_crash os_gc os_hostile os_batch; do
 	[ -x "$B/tests/$t" ] && run "${t}_rdma" "$B/tests/$t"
 done
 unset ZL_OS_TEST_SCHEME
+# zl-proto (tools/zl-proto): each of seed 002's protocols in each pattern,
+# four nodes (processes) spread over both devices, every response checked
+# against its request; then a node killed mid-run and a node 0 that never
+# answers must end the run with a message and a non-zero exit, not a hang.
+proto_must_fail() { # log-pattern, command...
+	local want=$1 t0=$(date +%s) rc
+	shift
+	"$@" > /tmp/proto_must_fail.log 2>&1
+	rc=$?
+	cat /tmp/proto_must_fail.log
+	echo "exit $rc after $(( $(date +%s) - t0 )) s"
+	[ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "$want" /tmp/proto_must_fail.log
+}
+export -f proto_must_fail
+# Four nodes started one by one (as on four hosts), node 2 killed mid-run:
+# the others must notice by themselves (a QP error or the rendezvous
+# closing), say so and exit non-zero, in seconds.
+proto_kill() {
+	local port=$((7900 + RANDOM % 500)) pids=() i r rc=0 dev t0
+	for i in 0 1 2 3; do
+		dev=$ZL_RDMA_DEV_A
+		[ $((i % 2)) -eq 1 ] && dev=$ZL_RDMA_DEV_B
+		"$B/tools/zl-proto" --proto write-write --pattern mm -N 4 -S 1 -R 4 --node $i \
+			--coord 127.0.0.1:$port --dev "$dev" --time 120 --warmup 0.2 --timeout 10 \
+			> "/tmp/proto_kill_$i.log" 2>&1 &
+		pids+=($!)
+	done
+	for _ in $(seq 150); do grep -qs running /tmp/proto_kill_0.log && break; sleep 0.2; done
+	grep -q running /tmp/proto_kill_0.log || { echo "the run did not start"; rc=1; }
+	sleep 1
+	kill -9 "${pids[2]}"
+	t0=$(date +%s)
+	for i in 0 1 3; do
+		wait "${pids[$i]}"
+		r=$?
+		echo "node $i: exit $r after $(( $(date +%s) - t0 )) s: $(tail -1 "/tmp/proto_kill_$i.log")"
+		[ $r -ne 0 ] || rc=1
+	done
+	grep -q "node 2" /tmp/proto_kill_[013].log || { echo "nobody named node 2"; rc=1; }
+	[ $(( $(date +%s) - t0 )) -lt 60 ] || { echo "too slow to notice"; rc=1; }
+	return $rc
+}
+export -f proto_kill
+if [ -x "$B/tools/zl-proto" ]; then
+	pt=$(awk -v s="$ZL_TEST_SCALE" 'BEGIN { t = 20 * s; print t < 0.5 ? 0.5 : t }')
+	pq="--local --dev $ZL_RDMA_DEV_A,$ZL_RDMA_DEV_B --time $pt --warmup 0.2 --timeout 20 -N 4 -S 1 -R 4"
+	for pat in m1 1m mm; do
+		for pr in send-send send-write write-send write-write read; do
+			# shellcheck disable=SC2086 # $pq is a list of options
+			run "proto_${pr}_$pat" "$B/tools/zl-proto" --proto "$pr" --pattern "$pat" $pq
+		done
+	done
+	# the verbs experiments (two nodes), briefly: every message checked
+	for m in qptype notify indirect chain signal inline recvpost; do
+		run "proto_mode_$m" "$B/tools/zl-proto" --mode "$m" --iters 50 --local \
+			--dev "$ZL_RDMA_DEV_A,$ZL_RDMA_DEV_B" --timeout 20
+	done
+	run proto_kill bash -c proto_kill
+	# the checks themselves: one response spoiled must fail the run
+	pi="--pattern m1 -N 3 -S 1 -R 4 --local --dev $ZL_RDMA_DEV_A,$ZL_RDMA_DEV_B --time 1 --warmup 0.2 --timeout 3"
+	# shellcheck disable=SC2086
+	run proto_inject_corrupt bash -c 'proto_must_fail "payload does not match" "$@"' _ \
+		"$B/tools/zl-proto" --proto write-write $pi --inject corrupt
+	# shellcheck disable=SC2086
+	run proto_inject_drop bash -c 'proto_must_fail "got no response within 3 s after the run (lost)" "$@"' _ \
+		"$B/tools/zl-proto" --proto send-write $pi --inject drop
+	# shellcheck disable=SC2086
+	run proto_inject_dup bash -c 'proto_must_fail "duplicate\|id does not match" "$@"' _ \
+		"$B/tools/zl-proto" --proto send-send $pi --inject dup
+	run proto_no_answer bash -c 'proto_must_fail "cannot reach node 0" "$@"' _ \
+		"$B/tools/zl-proto" --proto read --pattern m1 -N 2 --node 1 --coord 127.0.0.1:9 \
+		--dev "$ZL_RDMA_DEV_B" --timeout 2
+	run proto_never_joins bash -c 'proto_must_fail "only 1 of 2 nodes joined" "$@"' _ \
+		"$B/tools/zl-proto" --proto read --pattern m1 -N 2 --node 0 --coord 127.0.0.1:0 \
+		--dev "$ZL_RDMA_DEV_A" --timeout 2
+fi
 [ ${#failed[@]} -eq 0 ] || echo "failed: ${failed[*]}"
 echo "rdma suite: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -26,6 +26,8 @@ readonly GUEST_MODULES=(
 	crc32-pclmul crc32_generic udp_tunnel ip6_udp_tunnel
 	ib_core ib_uverbs rdma_rxe configfs ib_cm iw_cm rdma_cm rdma_ucm ib_umad
 	veth
+	# packet loss on the veth (tc netem) for zl-proto's ACK timeout runs
+	sch_netem
 )
 
 # Host packages providing everything that goes into the guest.
@@ -37,7 +39,7 @@ readonly HOST_PACKAGES=(
 
 # Binaries copied into the initramfs (with every library ldd lists).
 readonly GUEST_BINARIES=(
-	bash ip rdma kmod modprobe insmod lsmod modinfo
+	bash ip rdma tc kmod modprobe insmod lsmod modinfo
 	ibv_devices ibv_devinfo ibv_rc_pingpong ibv_ud_pingpong ibv_srq_pingpong
 	ib_write_lat ib_send_lat ib_read_lat ib_atomic_lat
 	ib_write_bw ib_send_bw ib_read_bw ib_atomic_bw
