@@ -1418,3 +1418,25 @@ const struct zl_transport zl_transport_rdma = {
 	.listen = rd_listen,
 	.connect = rd_connect,
 };
+
+/* The preload's cross-host switch (src/preload/xhost.c, which finds this
+ * with dlsym): an rdma channel set up over a TCP connection the caller
+ * made and vetted itself, both ends calling this at once (the setup is
+ * symmetric). The socket stays the channel's liveness signal, as on an
+ * rdma:// connection; it is closed on failure. dev "": the first device. */
+ZL_API int zl_rdma_over_socket(int sock, const char *dev, uint32_t ring_size, int64_t timeout_us,
+			       zl_channel **out);
+ZL_API int zl_rdma_over_socket(int sock, const char *dev, uint32_t ring_size, int64_t timeout_us,
+			       zl_channel **out)
+{
+	struct rd_params p = { .port = 1, .gid_index = -1, .order = -1 };
+	struct zl_opts o;
+	zl_opts_init(&o);
+	o.ring_size = ring_size;
+	if (!out || !dev || strlen(dev) >= sizeof(p.dev) || zl_opts_check(&o)) {
+		close(sock);
+		return -EINVAL;
+	}
+	strcpy(p.dev, dev);
+	return make_chan(sock, &p, &o, zl_deadline(timeout_us), out);
+}
