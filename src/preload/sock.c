@@ -136,6 +136,10 @@ static void bury(struct zsock *z)
 
 static void zsock_free(struct zsock *z)
 {
+	if (z->xh) {
+		zx_free(z);
+		return;
+	}
 	if (z->hello_fd >= 0)
 		zp_real.close(z->hello_fd);
 	if (z->mem >= 0)
@@ -183,6 +187,8 @@ void zp_forget(int fd)
 	pthread_mutex_unlock(&z->lock);
 	if (!last)
 		return;
+	if (z->xh)
+		zx_closed(z);
 	if (z->sh && atomic_fetch_sub(&z->sh->refs[z->side], 1) == 1) {
 		/* the last copy of our side: the peer sees the end of the stream,
 		 * or a reset if we leave bytes unread (as TCP sends RST) */
@@ -226,6 +232,8 @@ void zp_atfork_child(void)
 		struct zsock *z = atomic_load_explicit(&table[i], memory_order_relaxed);
 		if (z)
 			pthread_mutex_init(&z->lock, NULL);
+		if (z && z->xh)
+			zx_atfork_child(z);
 	}
 }
 
@@ -375,6 +383,8 @@ static ssize_t rx_kernel(struct zsock *z, const struct iovec *iov, int n, size_t
 
 ssize_t zp_recv(struct zsock *z, const struct iovec *iov, int n, int flags)
 {
+	if (z->xh)
+		return zx_recv(z, iov, n, flags);
 	size_t total = 0, got = 0;
 	for (int i = 0; i < n; i++)
 		total += iov[i].iov_len;
@@ -459,6 +469,8 @@ static ssize_t epipe(int flags)
 
 ssize_t zp_send(struct zsock *z, const struct iovec *iov, int n, int flags)
 {
+	if (z->xh)
+		return zx_send(z, iov, n, flags);
 	size_t total = 0, sent = 0;
 	for (int i = 0; i < n; i++)
 		total += iov[i].iov_len;
@@ -534,6 +546,8 @@ ssize_t zp_send(struct zsock *z, const struct iovec *iov, int n, int flags)
  * carries the wake-ups, also those the peer needs after our SHUT_WR. */
 int zp_shutdown(struct zsock *z, int how)
 {
+	if (z->xh)
+		return zx_shutdown(z, how);
 	if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR) {
 		errno = EINVAL;
 		return -1;
@@ -556,6 +570,8 @@ int zp_shutdown(struct zsock *z, int how)
 
 size_t zp_tx_room(struct zsock *z)
 {
+	if (z->xh)
+		return zx_tx_room(z);
 	zp_poll_join(z);
 	if (!atomic_load_explicit(&z->tx_ring, memory_order_acquire))
 		return SIZE_MAX;
@@ -565,6 +581,8 @@ size_t zp_tx_room(struct zsock *z)
 
 int zp_fionread(struct zsock *z)
 {
+	if (z->xh)
+		return zx_fionread(z);
 	uint64_t left;
 	int k = 0;
 	if (rx_on_kernel(z, &left)) {
@@ -583,6 +601,8 @@ int zp_fionread(struct zsock *z)
 
 short zp_ready(struct zsock *z, short events)
 {
+	if (z->xh)
+		return zx_ready(z, events);
 	short r = 0;
 	uint64_t left;
 	zp_poll_join(z);
@@ -611,6 +631,8 @@ short zp_ready(struct zsock *z, short events)
 
 int zp_arm(struct zsock *z, short events, short *armed)
 {
+	if (z->xh)
+		return zx_arm(z, events, armed);
 	*armed = 0;
 	int crowded = atomic_fetch_add(&z->users, 1) ? ZP_CROWDED : 0;
 	if (events & POLLIN) {
@@ -630,6 +652,10 @@ int zp_arm(struct zsock *z, short events, short *armed)
 
 void zp_disarm(struct zsock *z, short armed)
 {
+	if (z->xh) {
+		zx_disarm(z, armed);
+		return;
+	}
 	if (armed & POLLIN)
 		atomic_fetch_sub_explicit(&z->rx->rx_sleeping, 1, memory_order_relaxed);
 	if (armed & POLLOUT)
@@ -639,6 +665,8 @@ void zp_disarm(struct zsock *z, short armed)
 
 bool zp_rx_on_kernel(struct zsock *z)
 {
+	if (z->xh)
+		return false;
 	uint64_t left;
 	return rx_on_kernel(z, &left);
 }
@@ -657,6 +685,8 @@ bool zp_probe(struct zsock *z)
 
 void zp_drain(struct zsock *z)
 {
+	if (z->xh)
+		return; /* the channel drains its own fd when armed */
 	uint64_t left;
 	if (rx_on_kernel(z, &left))
 		return; /* what is there is data */
@@ -700,7 +730,7 @@ char *zp_exec_state(bool keep)
 		if (!z || fl < 0 || (fl & FD_CLOEXEC))
 			continue;
 		undo[nundo] = (typeof(undo[0])){ fd, -1, -1 };
-		if (!keep) {
+		if (!keep || z->xh) { /* a channel's state cannot cross exec */
 			int ep = epoll_create1(0);
 			undo[nundo].saved = zp_real.fcntl(fd, F_DUPFD_CLOEXEC, 512);
 			if (ep >= 0 && undo[nundo].saved >= 0)
