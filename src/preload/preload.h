@@ -195,6 +195,10 @@ void zx_closed(struct zsock *z); /* the last fd closed */
 void zx_free(struct zsock *z);
 void zx_atfork_child(struct zsock *z);
 uint64_t zx_rx_mark(struct zsock *z);
+/* exec: "X<fd>:<mem>:<side>;" into e, the two fds kept open across it
+ * (*mem, *side: to close again on failure); the new image adopts it */
+int zx_exec_entry(struct zsock *z, int fd, char *e, size_t cap, int *mem, int *side);
+void zx_exec_adopt(const char *entry);
 uint64_t zx_tx_mark(struct zsock *z);
 /* the fd the kernel waits on for socket fd */
 static inline int zp_kfd(struct zsock *z, int fd) { return z && z->xh ? zx_kfd(z) : fd; }

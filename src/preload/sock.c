@@ -715,7 +715,7 @@ void zp_drain(struct zsock *z)
  * never the wake-up bytes as data.
  */
 static struct {
-	int fd, saved, mem;
+	int fd, saved, mem, side;
 } undo[256];
 static int nundo;
 
@@ -729,8 +729,8 @@ char *zp_exec_state(bool keep)
 		int fl = z ? zp_real.fcntl(fd, F_GETFD) : -1;
 		if (!z || fl < 0 || (fl & FD_CLOEXEC))
 			continue;
-		undo[nundo] = (typeof(undo[0])){ fd, -1, -1 };
-		if (!keep || z->xh) { /* a channel's state cannot cross exec */
+		undo[nundo] = (typeof(undo[0])){ fd, -1, -1, -1 };
+		if (!keep) {
 			int ep = epoll_create1(0);
 			undo[nundo].saved = zp_real.fcntl(fd, F_DUPFD_CLOEXEC, 512);
 			if (ep >= 0 && undo[nundo].saved >= 0)
@@ -740,17 +740,26 @@ char *zp_exec_state(bool keep)
 			nundo++;
 			continue;
 		}
-		if (z->mem < 0 || zp_real.fcntl(z->mem, F_SETFD, 0))
-			continue;
-		undo[nundo++].mem = z->mem;
+		char e[160];
+		int n;
+		if (z->xh) { /* across hosts: its shared state and side connection */
+			n = zx_exec_entry(z, fd, e, sizeof(e), &undo[nundo].mem, &undo[nundo].side);
+			if (n <= 0)
+				continue;
+			nundo++;
+		} else {
+			if (z->mem < 0 || zp_real.fcntl(z->mem, F_SETFD, 0))
+				continue;
+			undo[nundo++].mem = z->mem;
+			n = snprintf(e, sizeof(e), "%d:%d:%d:%u:%llu:%llu:%d:%d;", fd, z->mem, z->side,
+				     z->size, (unsigned long long)z->rx_k,
+				     (unsigned long long)z->tx_k, (int)atomic_load(&z->tx_ring),
+				     (int)z->wr_shut);
+		}
 		if (!s && !(s = malloc(cap)))
 			return NULL;
 		if (!len)
 			len = (size_t)sprintf(s, "ZL_PRELOAD_FDS=");
-		char e[160];
-		int n = snprintf(e, sizeof(e), "%d:%d:%d:%u:%llu:%llu:%d:%d;", fd, z->mem, z->side,
-				 z->size, (unsigned long long)z->rx_k, (unsigned long long)z->tx_k,
-				 (int)atomic_load(&z->tx_ring), (int)z->wr_shut);
 		if (len + (size_t)n + 1 > cap) {
 			char *t = realloc(s, cap = (len + (size_t)n + 1) * 2);
 			if (!t)
@@ -768,6 +777,8 @@ void zp_exec_failed(void)
 	for (int i = 0; i < nundo; i++) {
 		if (undo[i].mem >= 0)
 			zp_real.fcntl(undo[i].mem, F_SETFD, FD_CLOEXEC);
+		if (undo[i].side >= 0)
+			zp_real.fcntl(undo[i].side, F_SETFD, FD_CLOEXEC);
 		if (undo[i].saved >= 0) {
 			zp_real.dup3(undo[i].saved, undo[i].fd, 0);
 			zp_real.close(undo[i].saved);
@@ -779,6 +790,12 @@ void zp_exec_failed(void)
 void zp_exec_adopt(const char *st)
 {
 	while (st && *st) {
+		if (*st == 'X') { /* across hosts (xhost.c) */
+			zx_exec_adopt(st + 1);
+			st = strchr(st, ';');
+			st = st ? st + 1 : NULL;
+			continue;
+		}
 		int fd, mem, side, tx_ring, wr_shut;
 		unsigned ring;
 		unsigned long long rx_k, tx_k;

@@ -67,6 +67,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/random.h>
 #include <unistd.h>
 
@@ -157,8 +158,13 @@ static bool parse_entry(const char *s, size_t n, struct entry *e)
 /* ZL_PRELOAD_XHOST: entries separated by commas or spaces. Anything
  * malformed makes the whole list empty (one log line): a typo must not
  * switch connections nobody named. */
+static pid_t my_pid; /* getpid() is a system call: kept, and renewed at fork */
+static void renew_pid(void) { my_pid = getpid(); }
+
 void zx_config(void)
 {
+	renew_pid();
+	pthread_atfork(NULL, NULL, renew_pid);
 	const char *s = getenv("ZL_PRELOAD_XHOST"), *e;
 	if ((e = getenv("ZL_PRELOAD_XHOST_PORT_OFFSET"))) {
 		long v;
@@ -401,7 +407,32 @@ struct claim_msg {
 enum { G_OPEN = 0, G_PLAIN = 1, G_PROVEN = 2 };
 enum { SU_NONE = 0, SU_RUNNING = 1, SU_READY = 2, SU_FAILED = 3 };
 
+/* What every process holding the socket must agree on (fork and exec
+ * share it: a memfd, as the rings on one host): where each direction's
+ * TCP bytes stand, and which process owns the channel. */
+struct zx_sh {
+	uint32_t magic, version;
+	_Atomic int32_t owner;    /* the pid whose channel it is; -1: nobody's
+				   * any more (its owner exec'ed); 0: nobody yet */
+	_Atomic int gate;         /* position 0 of the peer's stream: G_* */
+	_Atomic uint64_t rx_k;    /* TCP bytes read (after the peer's proof) */
+	_Atomic uint64_t rx_at;   /* the peer's switch point, once at_known */
+	_Atomic bool at_known;
+	_Atomic bool rx_rdma;     /* the owner reads the channel now */
+	_Atomic bool proof_sent;
+	_Atomic bool tx_rdma;     /* the owner sent 'S': our bytes go over rdma */
+	_Atomic uint64_t tx_k;    /* application bytes sent over TCP */
+	bool server;
+	uint8_t mine[16];         /* the peer's proof: what it must write first */
+	uint8_t theirs[16];       /* our proof: what we write first */
+	int64_t first_by;         /* client: the first send waits for the proof */
+	char dev[64], desc[64];
+};
+#define SH_MAGIC 0x48584c5au /* "ZLXH" */
+
 struct zx {
+	struct zx_sh *s;
+	int mem;                /* its memfd (for exec) */
 	zl_channel *ch;         /* set once, before ready */
 	_Atomic bool ready;     /* the channel is up (SU_READY) */
 	_Atomic int setup;      /* SU_*: the channel is set up by the process that
@@ -409,40 +440,42 @@ struct zx {
 	pthread_mutex_t setup_lock;
 	bool thread_alive;      /* the setup thread holds a use (z->users) */
 	int side;               /* the side connection, until the setup takes it */
-	char dev[64];
 	int ep;                 /* where we sleep: the TCP socket, the channel fd,
 				 * and evfd (the setup's end) */
 	int evfd;
-	bool server, forked;
-	uint8_t mine[16];       /* the peer's proof: what it must write first */
-	uint8_t theirs[16];     /* our proof: what we write first */
 	pthread_mutex_t rx_lock, tx_lock;
 	/* receiving (rx_lock) */
-	_Atomic int gate;       /* position 0 of the peer's stream: G_* */
 	int64_t partial_since;
-	uint64_t rx_k, rx_at;   /* TCP bytes read; the peer's switch point */
 	uint64_t rd_in;         /* bytes of the peer's messages seen (EPOLLET) */
-	bool at_known, tcp_eof, fin, reset_told, ch_dead, ep_tcp_off;
+	bool tcp_eof, fin, reset_told, ch_dead, ep_tcp_off;
 	int pend_err;           /* a TCP error a peek took: the next read's */
 	bool used;              /* this process used the socket */
-	_Atomic bool rx_rdma;
 	const uint8_t *msg;     /* a peeked 'D' message being read */
 	size_t msg_len, msg_off;
 	uint8_t *sp;            /* the rest of a message copied out of the ring,
 				 * read before msg (EPOLLET looks past one) */
 	size_t sp_len, sp_off, sp_cap;
 	/* sending (tx_lock) */
-	bool proof_sent;
-	uint64_t tx_k;          /* application bytes sent over TCP */
 	_Atomic uint64_t tx_full; /* sends that found no room (EPOLLET: room
 				 * is news after one) */
-	_Atomic bool tx_rdma;
 	size_t rec_max;         /* largest data record */
-	int64_t first_by;       /* client: the first send waits for the proof until */
 	int64_t setup_by;       /* a send waits for a setup the peer runs too until */
 	_Atomic bool closed;
-	char desc[64];
 };
+
+
+/* This process owns the channel (set it up, or may): only it switches. */
+static bool own(const struct zx *x)
+{
+	return atomic_load_explicit(&x->s->owner, memory_order_relaxed) == my_pid;
+}
+
+/* Another process owns it: ours are TCP bytes only. */
+static bool foreign(const struct zx *x)
+{
+	int32_t o = atomic_load_explicit(&x->s->owner, memory_order_relaxed);
+	return o != 0 && o != my_pid;
+}
 
 static int high(int fd)
 {
@@ -453,13 +486,15 @@ static int high(int fd)
 	return h;
 }
 
-static struct zsock *zx_new(int fd, int side, const char *dev, bool server, const uint8_t *mine,
-			    const uint8_t *theirs)
+/* The per-process part around shared state sh (memfd mem). */
+static struct zsock *zx_wrap(int fd, int side, int mem, struct zx_sh *sh)
 {
 	struct zsock *z = calloc(1, sizeof(*z));
 	struct zx *x = calloc(1, sizeof(*x));
 	if (!z || !x)
 		goto fail;
+	x->s = sh;
+	x->mem = mem;
 	x->ep = high(epoll_create1(EPOLL_CLOEXEC));
 	x->evfd = high(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
 	struct epoll_event e1 = { .events = EPOLLIN, .data.u64 = 1 };
@@ -473,10 +508,6 @@ static struct zsock *zx_new(int fd, int side, const char *dev, bool server, cons
 		goto fail;
 	}
 	x->side = side;
-	snprintf(x->dev, sizeof(x->dev), "%s", dev);
-	x->server = server;
-	memcpy(x->mine, mine, 16);
-	memcpy(x->theirs, theirs, 16);
 	pthread_mutex_init(&x->rx_lock, NULL);
 	pthread_mutex_init(&x->tx_lock, NULL);
 	pthread_mutex_init(&x->setup_lock, NULL);
@@ -489,8 +520,33 @@ static struct zsock *zx_new(int fd, int side, const char *dev, bool server, cons
 fail:
 	free(z);
 	free(x);
-	zp_real.close(side);
+	if (side >= 0)
+		zp_real.close(side);
+	munmap(sh, sizeof(*sh));
+	zp_real.close(mem);
 	return NULL;
+}
+
+static struct zsock *zx_new(int fd, int side, const char *dev, bool server, const uint8_t *mine,
+			    const uint8_t *theirs)
+{
+	int mem = high(memfd_create("zipline-xhost", MFD_CLOEXEC));
+	struct zx_sh *sh = MAP_FAILED;
+	if (mem >= 0 && !ftruncate(mem, sizeof(*sh)))
+		sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED, mem, 0);
+	if (sh == MAP_FAILED) {
+		if (mem >= 0)
+			zp_real.close(mem);
+		zp_real.close(side);
+		return NULL;
+	}
+	sh->magic = SH_MAGIC;
+	sh->version = XH_VERSION;
+	snprintf(sh->dev, sizeof(sh->dev), "%s", dev);
+	sh->server = server;
+	memcpy(sh->mine, mine, 16);
+	memcpy(sh->theirs, theirs, 16);
+	return zx_wrap(fd, side, mem, sh);
 }
 
 /* The channel's setup, on its own thread: both ends block in it at once,
@@ -503,7 +559,7 @@ static void *setup_main(void *arg)
 	struct zx *x = z->xh;
 	zp_inside++;
 	zl_channel *ch = NULL;
-	int r = zl.over(x->side, x->dev, zp_ring, SETUP_US, &ch);
+	int r = zl.over(x->side, x->s->dev, zp_ring, SETUP_US, &ch);
 	pthread_mutex_lock(&x->setup_lock);
 	x->side = -1; /* the channel's, or closed */
 	if (!r && atomic_load(&x->closed))
@@ -515,9 +571,13 @@ static void *setup_main(void *arg)
 	if (r) {
 		if (ch)
 			zl.close(ch);
-		if (r != -EBADF)
+		if (r == -EPROTO || r == -ECONNRESET) /* setup()'s word for a side EOF */
+			ZL_LOG(ZL_LOG_INFO, "preload: fd %d (%s) stays on TCP: the peer ended the "
+			       "rdma setup (it closed, or another process of it owns the socket)",
+			       z->fd, x->s->desc);
+		else if (r != -EBADF)
 			ZL_LOG(ZL_LOG_INFO, "preload: fd %d (%s) stays on TCP: rdma setup failed "
-			       "(%s)", z->fd, x->desc, strerror(-r));
+			       "(%s)", z->fd, x->s->desc, strerror(-r));
 		atomic_store(&x->setup, SU_FAILED);
 	} else {
 		size_t mi = zl.max_inline(ch);
@@ -533,10 +593,29 @@ static void *setup_main(void *arg)
 	if (x->evfd >= 0 && zp_real.write(x->evfd, &one, sizeof(one)) < 0)
 		ZL_LOG(ZL_LOG_DEBUG, "preload: eventfd: %s", strerror(errno));
 	x->thread_alive = false;
+	if (atomic_load(&x->closed) && atomic_load(&z->users) == 1) { /* the last: ours */
+		zp_real.close(x->ep);
+		zp_real.close(x->evfd);
+		x->ep = x->evfd = -1;
+	}
 	pthread_mutex_unlock(&x->setup_lock);
 	atomic_fetch_sub(&z->users, 1); /* the zsock may go now */
 	zp_inside--;
 	return NULL;
+}
+
+/* Another process owns the channel: our copy of the side connection must
+ * not keep it open (its end is how the peer learns the owner died). */
+static void let_side_go(struct zx *x)
+{
+	if (x->side < 0 || !foreign(x))
+		return;
+	pthread_mutex_lock(&x->setup_lock);
+	if (x->side >= 0 && atomic_load(&x->setup) == SU_NONE) {
+		zp_real.close(x->side);
+		x->side = -1;
+	}
+	pthread_mutex_unlock(&x->setup_lock);
 }
 
 /* The first use of the socket in this process starts the setup. */
@@ -544,9 +623,15 @@ static void setup_start(struct zsock *z)
 {
 	struct zx *x = z->xh;
 	int want = SU_NONE;
+	int32_t nobody = 0;
 	x->used = true;
-	if (atomic_load_explicit(&x->setup, memory_order_relaxed) != SU_NONE || x->forked ||
-	    atomic_load(&x->closed) || !atomic_compare_exchange_strong(&x->setup, &want, SU_RUNNING))
+	let_side_go(x);
+	if (x->side < 0 || !lib()) /* an exec'ed image loads the library here */
+		return;
+	if (atomic_load_explicit(&x->setup, memory_order_relaxed) != SU_NONE ||
+	    atomic_load(&x->closed) || x->side < 0 ||
+	    (!own(x) && !atomic_compare_exchange_strong(&x->s->owner, &nobody, my_pid)) ||
+	    !atomic_compare_exchange_strong(&x->setup, &want, SU_RUNNING))
 		return;
 	pthread_t t;
 	pthread_attr_t at;
@@ -566,13 +651,13 @@ static void setup_start(struct zsock *z)
 		atomic_store(&x->setup, SU_FAILED);
 		pthread_mutex_unlock(&x->setup_lock);
 		ZL_LOG(ZL_LOG_INFO, "preload: fd %d (%s) stays on TCP: no thread for the rdma "
-		       "setup (%s)", z->fd, x->desc, strerror(r));
+		       "setup (%s)", z->fd, x->s->desc, strerror(r));
 	}
 }
 
 static bool ch_ok(struct zx *x)
 {
-	return atomic_load_explicit(&x->ready, memory_order_acquire) && !x->ch_dead;
+	return atomic_load_explicit(&x->ready, memory_order_acquire) && !x->ch_dead && own(x);
 }
 
 /* ---- the listening side: claims and the helper thread -------------------- */
@@ -833,11 +918,11 @@ struct zsock *zx_accept_match(int lfd, int fd)
 	struct zsock *z = zx_new(fd, k.side, sd.dev, true, k.nonce_s, k.nonce_c);
 	if (!z)
 		return NULL; /* the client sees our proof and no more: it stays on TCP */
-	z->xh->proof_sent = true;
+	z->xh->s->proof_sent = true;
 	char b1[INET_ADDRSTRLEN];
-	snprintf(z->xh->desc, sizeof(z->xh->desc), "%s:%u", ipstr(pip, b1), pport);
+	snprintf(z->xh->s->desc, sizeof(z->xh->s->desc), "%s:%u", ipstr(pip, b1), pport);
 	ZL_LOG(ZL_LOG_DEBUG, "preload: accepted fd %d from %s: claimed by a preloaded client",
-	       fd, z->xh->desc);
+	       fd, z->xh->s->desc);
 	return z;
 }
 
@@ -929,8 +1014,8 @@ struct zsock *zx_connect_offer(int fd, const struct sockaddr *a, socklen_t len)
 	struct zsock *z = zx_new(fd, high(s), dev, false, m.nonce, bn.nonce);
 	if (!z)
 		return NULL;
-	z->xh->first_by = zl_now_us() + first_wait_us;
-	snprintf(z->xh->desc, sizeof(z->xh->desc), "%s:%u", ipstr(dip, b1), dport);
+	z->xh->s->first_by = zl_now_us() + first_wait_us;
+	snprintf(z->xh->s->desc, sizeof(z->xh->s->desc), "%s:%u", ipstr(dip, b1), dport);
 	return z;
 }
 
@@ -947,7 +1032,7 @@ void zx_connect_failed(struct zsock *z)
 static void gate(struct zsock *z)
 {
 	struct zx *x = z->xh;
-	if (x->gate != G_OPEN)
+	if (x->s->gate != G_OPEN)
 		return;
 	uint8_t b[16];
 	ssize_t n = zp_real.recv(z->fd, b, 16, MSG_PEEK | MSG_DONTWAIT);
@@ -955,10 +1040,10 @@ static void gate(struct zsock *z)
 		return;
 	if (n < 0)
 		x->pend_err = errno; /* the kernel reports it once: keep it */
-	if (n <= 0 || memcmp(b, x->mine, (size_t)n)) {
-		x->gate = G_PLAIN;
+	if (n <= 0 || memcmp(b, x->s->mine, (size_t)n)) {
+		x->s->gate = G_PLAIN;
 		ZL_LOG(ZL_LOG_INFO, "preload: fd %d (%s): the peer sent no proof: our sends "
-		       "stay on TCP", z->fd, x->desc);
+		       "stay on TCP", z->fd, x->s->desc);
 		return;
 	}
 	if (n < 16) { /* a 16-byte write split: the rest is a moment away */
@@ -966,56 +1051,60 @@ static void gate(struct zsock *z)
 		if (!x->partial_since)
 			x->partial_since = now;
 		else if (now - x->partial_since > PARTIAL_US)
-			x->gate = G_PLAIN;
+			x->s->gate = G_PLAIN;
 		return;
 	}
 	if (zp_real.recv(z->fd, b, 16, MSG_DONTWAIT) != 16) {
-		x->gate = G_PLAIN; /* cannot be: the bytes were there */
+		x->s->gate = G_PLAIN; /* cannot be: the bytes were there */
 		return;
 	}
-	x->gate = G_PROVEN;
+	x->s->gate = G_PROVEN;
 }
 
 /* Our sends move to the channel once the peer proved itself (tx_lock):
  * first our own proof if nothing went before it (the client's; the
  * server's went at accept), then 'S'{tx_k}. */
-static void tx_progress(struct zsock *z)
+static void tx_progress(struct zsock *z, bool sending)
 {
 	struct zx *x = z->xh;
-	if (atomic_load_explicit(&x->tx_rdma, memory_order_relaxed) || x->gate != G_PROVEN ||
+	if (atomic_load_explicit(&x->s->tx_rdma, memory_order_relaxed) || x->s->gate != G_PROVEN ||
 	    z->wr_shut || atomic_load(&x->closed))
 		return;
-	if (!x->proof_sent && !x->tx_k) { /* before anything, channel or not */
-		if (zp_real.send(z->fd, x->theirs, 16, MSG_DONTWAIT | MSG_NOSIGNAL) != 16) {
-			x->ch_dead = true; /* nothing (or all of it) went: stay on TCP */
-			return;
-		}
-		x->proof_sent = true;
+	/* Only a send of the program's writes our proof (a reader's write
+	 * would meet a peer that closed with a reset, where TCP gives EOF),
+	 * and 'S' waits for it while it may still go first. */
+	if (!sending && !x->s->proof_sent && !x->s->tx_k)
+		return;
+	bool no = false;
+	if (!x->s->tx_k && atomic_compare_exchange_strong(&x->s->proof_sent, &no, true) &&
+	    zp_real.send(z->fd, x->s->theirs, 16, MSG_DONTWAIT | MSG_NOSIGNAL) != 16) {
+		x->ch_dead = true; /* nothing (or all of it) went: stay on TCP */
+		return;
 	}
 	if (!ch_ok(x))
 		return;
 	uint8_t m[9] = { 'S' };
 	for (int i = 0; i < 8; i++)
-		m[1 + i] = (uint8_t)(x->tx_k >> (8 * i));
+		m[1 + i] = (uint8_t)(x->s->tx_k >> (8 * i));
 	zp_inside++;
 	int r = zl.send(x->ch, m, sizeof(m), SLICE_US);
 	zp_inside--;
 	if (r) {
 		x->ch_dead = true;
 		ZL_LOG(ZL_LOG_INFO, "preload: fd %d (%s): the rdma channel failed before our "
-		       "switch (%s): our sends stay on TCP", z->fd, x->desc, strerror(-r));
+		       "switch (%s): our sends stay on TCP", z->fd, x->s->desc, strerror(-r));
 		return;
 	}
-	atomic_store(&x->tx_rdma, true);
+	atomic_store(&x->s->tx_rdma, true);
 	ZL_LOG(ZL_LOG_INFO, "preload: fd %d (%s) switched to rdma (our sends, after %llu "
-	       "TCP bytes)", z->fd, x->desc, (unsigned long long)x->tx_k);
+	       "TCP bytes)", z->fd, x->s->desc, (unsigned long long)x->s->tx_k);
 }
 
 /* The peer's 'S'{k}, if it came (rx_lock). */
 static void look_switch(struct zsock *z)
 {
 	struct zx *x = z->xh;
-	if (x->at_known || !ch_ok(x) || x->msg)
+	if (x->s->at_known || !ch_ok(x) || x->msg)
 		return;
 	const void *p;
 	size_t len;
@@ -1028,11 +1117,11 @@ static void look_switch(struct zsock *z)
 	if (r || len != 9 || b[0] != 'S') {
 		if (!r) {
 			ZL_LOG(ZL_LOG_WARN, "preload: fd %d (%s): the peer broke the switch "
-			       "protocol", z->fd, x->desc);
+			       "protocol", z->fd, x->s->desc);
 			zl.release(x->ch);
 			x->reset_told = false;
-			x->at_known = true;
-			x->rx_at = UINT64_MAX; /* never reached: the TCP end resets */
+			x->s->at_known = true;
+			x->s->rx_at = UINT64_MAX; /* never reached: the TCP end resets */
 		}
 		x->ch_dead = true;
 		return;
@@ -1041,8 +1130,8 @@ static void look_switch(struct zsock *z)
 	for (int i = 0; i < 8; i++)
 		k |= (uint64_t)b[1 + i] << (8 * i);
 	zl.release(x->ch);
-	x->at_known = true;
-	x->rx_at = k < x->rx_k ? UINT64_MAX : k; /* behind what we read: broken */
+	x->s->at_known = true;
+	x->s->rx_at = k < x->s->rx_k ? UINT64_MAX : k; /* behind what we read: broken */
 }
 
 /* ---- receiving ------------------------------------------------------------- */
@@ -1094,7 +1183,7 @@ static int next_msg(struct zsock *z)
 		return 0;
 	if (r) {
 		ZL_LOG(ZL_LOG_DEBUG, "preload: fd %d (%s): the rdma channel ended without the "
-		       "peer's end of stream (%s)", z->fd, x->desc, strerror(-r));
+		       "peer's end of stream (%s)", z->fd, x->s->desc, strerror(-r));
 		return -ECONNRESET;
 	}
 	const uint8_t *b = p;
@@ -1106,7 +1195,7 @@ static int next_msg(struct zsock *z)
 	if (len < 2 || b[0] != 'D') {
 		zl.release(x->ch);
 		ZL_LOG(ZL_LOG_WARN, "preload: fd %d (%s): a malformed message from the peer", z->fd,
-		       x->desc);
+		       x->s->desc);
 		x->fin = true;
 		return -EPROTO;
 	}
@@ -1144,7 +1233,7 @@ static ssize_t rx_once(struct zsock *z, const struct iovec *iov, int n, size_t o
 {
 	struct zx *x = z->xh;
 	gate(z);
-	if (x->gate == G_OPEN)
+	if (x->s->gate == G_OPEN)
 		return -EAGAIN;
 	if (x->pend_err && !(flags & MSG_PEEK)) {
 		int e = x->pend_err;
@@ -1154,14 +1243,16 @@ static ssize_t rx_once(struct zsock *z, const struct iovec *iov, int n, size_t o
 	if (x->pend_err)
 		return -x->pend_err;
 	for (int round = 0; round < 3; round++) {
-		if (!atomic_load_explicit(&x->rx_rdma, memory_order_relaxed)) {
-			if (x->at_known && x->rx_k == x->rx_at) {
-				atomic_store(&x->rx_rdma, true);
+		if (!atomic_load_explicit(&x->s->rx_rdma, memory_order_relaxed)) {
+			if (x->s->at_known && x->s->rx_k == x->s->rx_at) {
+				if (!own(x)) /* the rest is in another process's channel */
+					return -EIO;
+				atomic_store(&x->s->rx_rdma, true);
 				ZL_LOG(ZL_LOG_DEBUG, "preload: fd %d (%s): receives come over rdma",
-				       z->fd, x->desc);
+				       z->fd, x->s->desc);
 				continue;
 			}
-			uint64_t max = x->at_known ? x->rx_at - x->rx_k : UINT64_MAX;
+			uint64_t max = x->s->at_known ? x->s->rx_at - x->s->rx_k : UINT64_MAX;
 			struct iovec tmp[64];
 			int k = 0;
 			size_t o = off, left = want < max ? want : (size_t)max;
@@ -1180,7 +1271,7 @@ static ssize_t rx_once(struct zsock *z, const struct iovec *iov, int n, size_t o
 			ssize_t r = zp_real.recvmsg(z->fd, &m, (flags & MSG_PEEK) | MSG_DONTWAIT);
 			if (r > 0) {
 				if (!(flags & MSG_PEEK))
-					x->rx_k += (uint64_t)r;
+					x->s->rx_k += (uint64_t)r;
 				return r;
 			}
 			if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
@@ -1191,12 +1282,14 @@ static ssize_t rx_once(struct zsock *z, const struct iovec *iov, int n, size_t o
 			if (r == 0)
 				x->tcp_eof = true;
 			look_switch(z);
-			if (x->at_known && x->rx_k == x->rx_at)
+			if (x->s->at_known && x->s->rx_k == x->s->rx_at)
 				continue;
 			if (r == 0)
-				return x->at_known ? -ECONNRESET : 0; /* the end before k: died */
+				return x->s->at_known ? -ECONNRESET : 0; /* the end before k: died */
 			return -EAGAIN;
 		}
+		if (!own(x))
+			return -EIO;
 		if (x->sp_off < x->sp_len) {
 			size_t c = x->sp_len - x->sp_off < want ? x->sp_len - x->sp_off : want;
 			iov_copy(iov, n, off, x->sp + x->sp_off, c, true);
@@ -1242,7 +1335,7 @@ static void drain_ev(struct zx *x)
 	uint64_t v;
 	if (atomic_load(&x->setup) >= SU_READY && x->evfd >= 0 &&
 	    zp_real.read(x->evfd, &v, sizeof(v)) == sizeof(v))
-		ZL_LOG(ZL_LOG_DEBUG, "preload: %s: the rdma setup ended", x->desc);
+		ZL_LOG(ZL_LOG_DEBUG, "preload: %s: the rdma setup ended", x->s->desc);
 }
 
 /* Sleep until the socket may have moved (no lock held): the TCP socket or
@@ -1282,10 +1375,6 @@ ssize_t zx_recv(struct zsock *z, const struct iovec *iov, int n, int flags)
 {
 	struct zx *x = z->xh;
 	size_t total = iov_total(iov, n), got = 0;
-	if (x->forked) {
-		errno = EIO;
-		return -1;
-	}
 	if (!total)
 		return 0;
 	if (z->rd_shut)
@@ -1298,15 +1387,15 @@ ssize_t zx_recv(struct zsock *z, const struct iovec *iov, int n, int flags)
 		ssize_t r = atomic_load(&x->closed) ? -EBADF
 						     : rx_once(z, iov, n, got, total - got, flags);
 		bool edge = x->tcp_eof && !x->ep_tcp_off &&
-			    atomic_load_explicit(&x->rx_rdma, memory_order_relaxed);
+			    atomic_load_explicit(&x->s->rx_rdma, memory_order_relaxed);
 		if (edge) { /* an ended TCP socket would wake every sleep */
 			zp_real.epoll_ctl(x->ep, EPOLL_CTL_DEL, z->fd, NULL);
 			x->ep_tcp_off = true;
 		}
-		bool partial = x->gate == G_OPEN && x->partial_since;
+		bool partial = x->s->gate == G_OPEN && x->partial_since;
 		pthread_mutex_unlock(&x->rx_lock);
-		if (x->gate == G_PROVEN && !pthread_mutex_trylock(&x->tx_lock)) {
-			tx_progress(z); /* a client that only reads proves itself here */
+		if (x->s->gate == G_PROVEN && !pthread_mutex_trylock(&x->tx_lock)) {
+			tx_progress(z, false); /* a reader may switch its sends */
 			pthread_mutex_unlock(&x->tx_lock);
 		}
 		if (r > 0) {
@@ -1350,8 +1439,8 @@ static ssize_t epipe(int flags)
 static bool setup_waits(struct zsock *z)
 {
 	struct zx *x = z->xh;
-	if (atomic_load(&x->tx_rdma) || atomic_load(&x->setup) != SU_RUNNING ||
-	    x->gate == G_PLAIN || zl_now_us() >= x->setup_by)
+	if (atomic_load(&x->s->tx_rdma) || atomic_load(&x->setup) != SU_RUNNING ||
+	    x->s->gate == G_PLAIN || zl_now_us() >= x->setup_by)
 		return false;
 	bool peer = false;
 	char b;
@@ -1369,16 +1458,16 @@ static int first_wait(struct zsock *z, int64_t deadline)
 	struct zx *x = z->xh;
 	if (!deadline) /* a nonblocking send goes now (poll has waited, zx_ready) */
 		return 0;
-	while (!x->server && !x->proof_sent && !x->tx_k && x->gate == G_OPEN &&
-	       zl_now_us() < x->first_by) {
+	while (!x->s->server && !x->s->proof_sent && !x->s->tx_k && x->s->gate == G_OPEN &&
+	       zl_now_us() < x->s->first_by) {
 		pthread_mutex_lock(&x->rx_lock);
 		gate(z);
 		pthread_mutex_unlock(&x->rx_lock);
-		if (x->gate != G_OPEN)
+		if (x->s->gate != G_OPEN)
 			break;
 		if (!deadline)
 			return -EAGAIN;
-		int64_t end = x->first_by < deadline ? x->first_by : deadline;
+		int64_t end = x->s->first_by < deadline ? x->s->first_by : deadline;
 		struct pollfd p = { .fd = z->fd, .events = POLLIN | POLLRDHUP };
 		int64_t cap = end - zl_now_us();
 		if (cap > 1000 && x->partial_since)
@@ -1406,10 +1495,6 @@ ssize_t zx_send(struct zsock *z, const struct iovec *iov, int n, int flags)
 {
 	struct zx *x = z->xh;
 	size_t total = iov_total(iov, n), sent = 0;
-	if (x->forked) {
-		errno = EIO;
-		return -1;
-	}
 	if (z->wr_shut)
 		return epipe(flags);
 	setup_start(z);
@@ -1421,12 +1506,17 @@ ssize_t zx_send(struct zsock *z, const struct iovec *iov, int n, int flags)
 		errno = w == -ETIMEDOUT ? EAGAIN : -w;
 		return -1;
 	}
-	tx_progress(z);
-	if (!atomic_load_explicit(&x->tx_rdma, memory_order_relaxed)) {
+	tx_progress(z, true);
+	if (atomic_load(&x->s->tx_rdma) && !own(x)) {
+		pthread_mutex_unlock(&x->tx_lock);
+		errno = EIO; /* our bytes go through another process's channel */
+		return -1;
+	}
+	if (!atomic_load_explicit(&x->s->tx_rdma, memory_order_relaxed)) {
 		struct msghdr m = { .msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)n };
 		ssize_t r = zp_real.sendmsg(z->fd, &m, flags);
 		if (r > 0)
-			x->tx_k += (uint64_t)r;
+			x->s->tx_k += (uint64_t)r;
 		else if (errno == EAGAIN || errno == EWOULDBLOCK)
 			atomic_fetch_add(&x->tx_full, 1);
 		pthread_mutex_unlock(&x->tx_lock);
@@ -1486,7 +1576,7 @@ ssize_t zx_send(struct zsock *z, const struct iovec *iov, int n, int flags)
 			break;
 		}
 		ZL_LOG(ZL_LOG_DEBUG, "preload: fd %d (%s): send on the rdma channel: %s", z->fd,
-		       x->desc, strerror(-r));
+		       x->s->desc, strerror(-r));
 		ret = sent ? (ssize_t)sent : -EPIPE;
 		break;
 	}
@@ -1517,12 +1607,13 @@ int zx_shutdown(struct zsock *z, int how)
 		errno = EINVAL;
 		return -1;
 	}
-	if (x->forked) {
+	pthread_mutex_lock(&x->tx_lock);
+	bool rdma = atomic_load(&x->s->tx_rdma);
+	if (rdma && !own(x)) {
+		pthread_mutex_unlock(&x->tx_lock);
 		errno = EIO;
 		return -1;
 	}
-	pthread_mutex_lock(&x->tx_lock);
-	bool rdma = atomic_load(&x->tx_rdma);
 	if (how != SHUT_RD && !z->wr_shut) {
 		z->wr_shut = true;
 		if (rdma)
@@ -1548,13 +1639,11 @@ short zx_ready(struct zsock *z, short events)
 {
 	struct zx *x = z->xh;
 	short r = 0;
-	if (x->forked)
-		return (short)(POLLERR & (events | POLLERR));
 	setup_start(z);
 	if ((events & (POLLIN | POLLRDHUP)) && !atomic_load(&x->closed) &&
 	    !pthread_mutex_trylock(&x->rx_lock)) {
 		gate(z);
-		if (x->gate != G_OPEN) {
+		if (x->s->gate != G_OPEN) {
 			uint8_t b;
 			struct iovec v = { &b, 1 };
 			ssize_t k = x->msg || x->sp_off < x->sp_len
@@ -1564,7 +1653,7 @@ short zx_ready(struct zsock *z, short events)
 			else if (k != -EAGAIN)
 				r |= POLLIN | POLLRDHUP;
 			/* the end behind the bytes, as the kernel says it */
-			if (k > 0 && (events & POLLRDHUP) && !atomic_load(&x->rx_rdma)) {
+			if (k > 0 && (events & POLLRDHUP) && !atomic_load(&x->s->rx_rdma)) {
 				struct pollfd p = { .fd = z->fd, .events = POLLRDHUP };
 				if (zp_real.poll(&p, 1, 0) > 0 && (p.revents & POLLRDHUP))
 					r |= POLLRDHUP;
@@ -1576,15 +1665,17 @@ short zx_ready(struct zsock *z, short events)
 			}
 		}
 		pthread_mutex_unlock(&x->rx_lock);
-		if (x->gate == G_PROVEN && !pthread_mutex_trylock(&x->tx_lock)) {
-			tx_progress(z);
+		if (x->s->gate == G_PROVEN && !pthread_mutex_trylock(&x->tx_lock)) {
+			tx_progress(z, false);
 			pthread_mutex_unlock(&x->tx_lock);
 		}
 	}
 	if (z->rd_shut)
 		r |= POLLIN | POLLRDHUP;
 	if ((events & POLLOUT) && !z->wr_shut) {
-		if (atomic_load(&x->tx_rdma)) {
+		if (atomic_load(&x->s->tx_rdma) && !own(x)) {
+			r |= POLLOUT | POLLERR;
+		} else if (atomic_load(&x->s->tx_rdma)) {
 			/* what a send takes at least when it finds no room; a sender
 			 * busy meanwhile says the same as no room */
 			size_t need = 1 + (x->rec_max < 4096 ? x->rec_max : 4096);
@@ -1600,12 +1691,12 @@ short zx_ready(struct zsock *z, short events)
 					r |= w ? POLLOUT | POLLERR : POLLOUT;
 			}
 		} else {
-			if (!x->server && x->gate == G_OPEN && !pthread_mutex_trylock(&x->rx_lock)) {
+			if (!x->s->server && x->s->gate == G_OPEN && !pthread_mutex_trylock(&x->rx_lock)) {
 				gate(z);
 				pthread_mutex_unlock(&x->rx_lock);
 			}
-			if (!(x->server || x->proof_sent || x->tx_k || x->gate != G_OPEN ||
-			      zl_now_us() >= x->first_by) || setup_waits(z))
+			if (!(x->s->server || x->s->proof_sent || x->s->tx_k || x->s->gate != G_OPEN ||
+			      zl_now_us() >= x->s->first_by) || setup_waits(z))
 				goto out_w;
 			if (tcp_writable(z->fd))
 				r |= POLLOUT;
@@ -1629,7 +1720,7 @@ int zx_arm(struct zsock *z, short events, short *armed)
 		return ZP_READY;
 	int crowded = 0;
 	/* no wake-up says "room" or "the proof's rest": look again in 1 ms */
-	if (((events & POLLOUT) && (atomic_load(&x->tx_rdma) || !x->server)) ||
+	if (((events & POLLOUT) && (atomic_load(&x->s->tx_rdma) || !x->s->server)) ||
 	    x->partial_since)
 		crowded = ZP_CROWDED;
 	if (events & POLLIN) {
@@ -1667,11 +1758,11 @@ int zx_fionread(struct zsock *z)
 	pthread_mutex_lock(&x->rx_lock);
 	if (x->msg) {
 		k = (int)(x->msg_len - x->msg_off);
-	} else if (!atomic_load(&x->rx_rdma) && x->gate != G_OPEN) {
+	} else if (!atomic_load(&x->s->rx_rdma) && x->s->gate != G_OPEN) {
 		if (zp_real.ioctl(z->fd, FIONREAD, &k) || k < 0)
 			k = 0;
-		if (x->at_known && (uint64_t)k > x->rx_at - x->rx_k)
-			k = (int)(x->rx_at - x->rx_k);
+		if (x->s->at_known && (uint64_t)k > x->s->rx_at - x->s->rx_k)
+			k = (int)(x->s->rx_at - x->s->rx_k);
 	}
 	pthread_mutex_unlock(&x->rx_lock);
 	return k;
@@ -1680,7 +1771,7 @@ int zx_fionread(struct zsock *z)
 size_t zx_tx_room(struct zsock *z)
 {
 	struct zx *x = z->xh;
-	if (!atomic_load(&x->tx_rdma))
+	if (!atomic_load(&x->s->tx_rdma))
 		return SIZE_MAX;
 	pthread_mutex_lock(&x->tx_lock);
 	int w = -EAGAIN;
@@ -1702,8 +1793,23 @@ size_t zx_tx_room(struct zsock *z)
 void zx_closed(struct zsock *z)
 {
 	struct zx *x = z->xh;
-	if (x->forked) {
+	if (x->mem >= 0) { /* the mapping stays for racing threads; the fd goes */
+		zp_real.close(x->mem);
+		x->mem = -1;
+	}
+	if (!own(x)) { /* nothing of a channel here: our fds only */
+		pthread_mutex_lock(&x->setup_lock);
 		atomic_store(&x->closed, true);
+		if (x->side >= 0 && atomic_load(&x->setup) == SU_NONE) {
+			zp_real.close(x->side);
+			x->side = -1;
+		}
+		if (atomic_load(&z->users) == (int)x->thread_alive) {
+			zp_real.close(x->ep);
+			zp_real.close(x->evfd);
+			x->ep = x->evfd = -1;
+		}
+		pthread_mutex_unlock(&x->setup_lock);
 		return;
 	}
 	/* Bytes we leave unread in the channel: TCP would answer with a reset,
@@ -1717,10 +1823,10 @@ void zx_closed(struct zsock *z)
 	if (x->used) {
 		gate(z);
 		unread = x->msg || x->sp_off < x->sp_len ||
-			 (atomic_load(&x->rx_rdma) && ch_ok(x) && next_msg(z) == 1);
+			 (atomic_load(&x->s->rx_rdma) && ch_ok(x) && next_msg(z) == 1);
 	}
 	atomic_store(&x->closed, true);
-	if (atomic_load(&x->tx_rdma) && !z->wr_shut && !unread)
+	if (atomic_load(&x->s->tx_rdma) && !z->wr_shut && !unread)
 		send_fin(z, 100000);
 	if (unread) {
 		struct linger l = { 1, 0 };
@@ -1757,11 +1863,14 @@ void zx_closed(struct zsock *z)
 void zx_free(struct zsock *z)
 {
 	struct zx *x = z->xh;
-	if (atomic_load(&x->ready) && !x->forked) {
+	if (atomic_load(&x->ready) && own(x)) {
 		zp_inside++;
 		zl.close(x->ch);
 		zp_inside--;
 	}
+	munmap(x->s, sizeof(*x->s));
+	if (x->mem >= 0)
+		zp_real.close(x->mem);
 	if (x->side >= 0)
 		zp_real.close(x->side);
 	if (x->ep >= 0)
@@ -1778,12 +1887,11 @@ void zx_free(struct zsock *z)
 	free(z);
 }
 
-/* fork: a socket whose channel this process began to set up stays with
- * this process; the child may still set up its own on one not begun. */
+/* fork: the owner (a pid in the shared state) keeps its channel; a socket
+ * nobody owns yet goes to the process that uses it first. */
 void zx_atfork_child(struct zsock *z)
 {
 	struct zx *x = z->xh;
-	x->forked = atomic_load(&x->setup) != SU_NONE;
 	pthread_mutex_init(&x->rx_lock, NULL);
 	pthread_mutex_init(&x->tx_lock, NULL);
 	pthread_mutex_init(&x->setup_lock, NULL);
@@ -1795,13 +1903,17 @@ uint64_t zx_rx_mark(struct zsock *z)
 {
 	struct zx *x = z->xh;
 	pthread_mutex_lock(&x->rx_lock);
-	if (atomic_load(&x->rx_rdma) && ch_ok(x) && !atomic_load(&x->closed)) {
-		spill(x);
-		next_msg(z);
+	if (ch_ok(x) && !atomic_load(&x->closed)) {
+		if (!atomic_load(&x->s->rx_rdma))
+			look_switch(z);
+		if (atomic_load(&x->s->rx_rdma) || x->s->at_known) {
+			spill(x);
+			next_msg(z); /* the peer's next message counts as arrived */
+		}
 	}
-	uint64_t m = x->rd_in + x->fin + x->rx_k;
+	uint64_t m = x->rd_in + x->fin + x->s->rx_k;
 	int k = 0;
-	if (!atomic_load(&x->rx_rdma) && !zp_real.ioctl(z->fd, FIONREAD, &k) && k > 0)
+	if (!atomic_load(&x->s->rx_rdma) && !zp_real.ioctl(z->fd, FIONREAD, &k) && k > 0)
 		m += (uint64_t)k;
 	pthread_mutex_unlock(&x->rx_lock);
 	return m;
@@ -1810,4 +1922,45 @@ uint64_t zx_rx_mark(struct zsock *z)
 uint64_t zx_tx_mark(struct zsock *z)
 {
 	return atomic_load(&z->xh->tx_full);
+}
+
+/* ---- exec ---------------------------------------------------------------- */
+
+int zx_exec_entry(struct zsock *z, int fd, char *e, size_t cap, int *mem, int *side)
+{
+	struct zx *x = z->xh;
+	*mem = *side = -1;
+	if (zp_real.fcntl(x->mem, F_SETFD, 0))
+		return 0;
+	*mem = x->mem;
+	int sd = -1; /* the side connection, for a setup nobody began */
+	if (x->side >= 0 && atomic_load(&x->setup) == SU_NONE && !zp_real.fcntl(x->side, F_SETFD, 0))
+		*side = sd = x->side;
+	return snprintf(e, cap, "X%d:%d:%d;", fd, x->mem, sd);
+}
+
+void zx_exec_adopt(const char *st)
+{
+	int fd, mem, side;
+	if (sscanf(st, "%d:%d:%d;", &fd, &mem, &side) != 3 || fd < 0 || mem < 0)
+		return;
+	struct zx_sh *sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED, mem, 0);
+	if (sh == MAP_FAILED || sh->magic != SH_MAGIC || sh->version != XH_VERSION) {
+		ZL_LOG(ZL_LOG_ERROR, "preload: cannot adopt cross-host fd %d after exec", fd);
+		if (sh != MAP_FAILED)
+			munmap(sh, sizeof(*sh));
+		return;
+	}
+	/* a channel this pid owned went with the old image: nobody's now */
+	int32_t me = my_pid;
+	atomic_compare_exchange_strong(&sh->owner, &me, -1);
+	if (side >= 0 && atomic_load(&sh->owner) != 0) {
+		zp_real.close(side);
+		side = -1;
+	}
+	struct zsock *z = zx_wrap(fd, high(side), high(mem), sh);
+	if (!z)
+		return;
+	atomic_store(&z->nonblock, (zp_real.fcntl(fd, F_GETFL) & O_NONBLOCK) != 0);
+	zp_adopt(fd, z);
 }
