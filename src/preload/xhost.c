@@ -99,6 +99,23 @@ struct entry {
 static struct entry entries[MAX_ENTRIES];
 static int nentries;
 static bool xh_all, xh_on;
+static const char *bad_config;
+static pthread_once_t bad_once = PTHREAD_ONCE_INIT;
+
+static void say_bad_config(void)
+{
+	ZL_LOG(ZL_LOG_WARN, "preload: ZL_PRELOAD_XHOST='%s' is malformed (entries: all, "
+	       "ADDR:PORT, *:PORT, ADDR/BITS; at most %d): no connection crosses hosts",
+	       bad_config, MAX_ENTRIES);
+}
+
+/* Off (nothing named, or a malformed list, said once). */
+static bool off(void)
+{
+	if (bad_config)
+		pthread_once(&bad_once, say_bad_config);
+	return !xh_on;
+}
 static int port_offset = 30000;
 static int64_t first_wait_us = 1000000;
 static char dev_override[64];
@@ -201,9 +218,8 @@ void zx_config(void)
 		p += len;
 	}
 	if (!ok) {
-		ZL_LOG(ZL_LOG_WARN, "preload: ZL_PRELOAD_XHOST='%s' is malformed (entries: all, "
-		       "ADDR:PORT, *:PORT, ADDR/BITS; at most %d): no connection crosses hosts",
-		       s, MAX_ENTRIES);
+		bad_config = s; /* said at the first connect or listen: logging is
+				 * not set up yet in the constructors */
 		return;
 	}
 	nentries = n;
@@ -813,7 +829,7 @@ void zx_listen_publish(int fd)
 	uint16_t port;
 	int type = 0;
 	socklen_t tl = sizeof(type);
-	if (!xh_on || zp_inside || !v4(fd, false, &ip, &port) ||
+	if (off() || zp_inside || !v4(fd, false, &ip, &port) ||
 	    getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) || type != SOCK_STREAM ||
 	    !listener_named(ip, port))
 		return;
@@ -946,7 +962,7 @@ struct zsock *zx_connect_offer(int fd, const struct sockaddr *a, socklen_t len)
 {
 	int type = 0;
 	socklen_t tl = sizeof(type);
-	if (!xh_on || zp_inside || !a || a->sa_family != AF_INET || len < sizeof(struct sockaddr_in))
+	if (off() || zp_inside || !a || a->sa_family != AF_INET || len < sizeof(struct sockaddr_in))
 		return NULL;
 	const struct sockaddr_in *d = (const struct sockaddr_in *)a;
 	uint32_t dip = ntohl(d->sin_addr.s_addr), cip;
