@@ -77,6 +77,13 @@ for t in os_basic os_lin os_crash os_gc os_hostile; do
 	[ -x "$B/tests/$t" ] && run "${t}_rdma" "$B/tests/$t"
 done
 unset ZL_OS_TEST_SCHEME
+# The preload across hosts (issue 19): the semantics suite across the two
+# addresses, both ends preloaded and switched; mixed peers and
+# configurations staying on TCP; kill -9 of either end mid-transfer.
+for c in sem echo mixed_plain_server mixed_plain_client mixed_unnamed bad_config no_device \
+	kill_server kill_client; do
+	run "xhost_$c" bash "$(dirname "$0")/xhost-suite.sh" "$B" "$c"
+done
 [ ${#failed[@]} -eq 0 ] || echo "failed: ${failed[*]}"
 echo "rdma suite: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
