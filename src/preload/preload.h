@@ -132,6 +132,7 @@ void zp_forget(int fd); /* fd no longer names its zsock (close, dup2 over) */
 /* the data path (sock.c): results as the libc calls, errno set */
 ssize_t zp_recv(struct zsock *z, const struct iovec *iov, int n, int flags);
 ssize_t zp_send(struct zsock *z, const struct iovec *iov, int n, int flags);
+ssize_t zp_epipe(int flags); /* EPIPE, and SIGPIPE unless MSG_NOSIGNAL */
 int zp_shutdown(struct zsock *z, int how);
 int zp_fionread(struct zsock *z);
 size_t zp_tx_room(struct zsock *z); /* what a send takes now; SIZE_MAX: kernel */

@@ -459,7 +459,7 @@ ssize_t zp_recv(struct zsock *z, const struct iovec *iov, int n, int flags)
 
 /* ---- sending ------------------------------------------------------------- */
 
-static ssize_t epipe(int flags)
+ssize_t zp_epipe(int flags)
 {
 	if (!(flags & MSG_NOSIGNAL))
 		pthread_kill(pthread_self(), SIGPIPE);
@@ -475,7 +475,7 @@ ssize_t zp_send(struct zsock *z, const struct iovec *iov, int n, int flags)
 	for (int i = 0; i < n; i++)
 		total += iov[i].iov_len;
 	if (z->wr_shut)
-		return epipe(flags);
+		return zp_epipe(flags);
 	int64_t deadline = deadline_of(z, flags, false);
 	for (;;) {
 		zp_poll_join(z);
@@ -512,7 +512,7 @@ ssize_t zp_send(struct zsock *z, const struct iovec *iov, int n, int flags)
 			if (peer_gone(z)) {
 				ZL_LOG(ZL_LOG_DEBUG, "preload: fd %d: the peer is gone (%s)", z->fd,
 				       atomic_load(&z->sh->gone[1 - z->side]) ? "closed" : "kernel EOF");
-				return sent ? (ssize_t)sent : epipe(flags);
+				return sent ? (ssize_t)sent : zp_epipe(flags);
 			}
 			int64_t room = tx_room(z);
 			if (room < 0) {
@@ -533,7 +533,7 @@ ssize_t zp_send(struct zsock *z, const struct iovec *iov, int n, int flags)
 		int r = deadline ? zp_wait_one(z, POLLOUT, deadline) : -EAGAIN;
 		if (r == -EPIPE) {
 			ZL_LOG(ZL_LOG_DEBUG, "preload: fd %d: the peer died with our ring full", z->fd);
-			return sent ? (ssize_t)sent : epipe(flags);
+			return sent ? (ssize_t)sent : zp_epipe(flags);
 		}
 		if (r) {
 			errno = r == -ETIMEDOUT ? EAGAIN : -r;

@@ -13,43 +13,53 @@
  *  2. A preloaded client, in connect(2) and BEFORE its own SYN, binds its
  *     socket (to learn its port) and connects to the side port from the
  *     same source address. The side listener speaks first (a banner with
- *     nonce_s): a client never sends a byte to whatever else might listen
- *     there. The client answers with a claim: its port, the server port and
- *     nonce_c. Then both ends set up an rdma:// channel over that side
- *     connection (zl_rdma_over_socket: the transport's own handshake, its
- *     in-order placement probe and modes); the side connection stays the
- *     channel's liveness signal, as on any rdma:// connection.
- *  3. Only then does the client's real connect run. The claim is at the
- *     server before the connection exists, so accept(2) matches it by the
- *     address pair (client address = the side connection's source, which a
- *     remote stranger cannot fake past TCP's handshake); no claim, no
- *     switch, and accept never waits for one that may not come.
+ *     nonce_s): a client never sends a byte to whatever else may listen
+ *     there. The client answers with a claim (its port, the server port,
+ *     nonce_c); the listener files it and acknowledges it.
+ *  3. Only then does the client's SYN go. The claim is at the server before
+ *     the connection exists, so accept(2) matches it by the address pair
+ *     (client address = the side connection's source, which a remote
+ *     stranger cannot fake past TCP's handshake), or finds none and never
+ *     waits for one. Two claims for one connection: neither is believed.
  *
- * Proving which connection a claim speaks for: the claim could come from
- * another process on the client's host. So each end, before it trusts the
+ * Proving which connection a claim speaks for (a claim could come from
+ * another process on the client's host): each end, before it trusts the
  * channel with data, must see the other end's proof on the TCP connection
  * itself: the first 16 bytes of each direction are the nonce the other end
- * handed out (the server writes nonce_c at accept; the client writes
- * nonce_s once it has seen the server's proof, and only if it has sent
- * nothing before). A byte goes onto the program's connection only when
- * its receiver is known to look for it: the client claimed, so it looks;
- * the server looks once it matched the claim, which the client knows from
- * the server's proof. The receiver recognises the proof (128 random bits)
- * at position 0, or it sees application bytes there and never switches
- * that way: no guessing about timing decides what is data.
+ * handed out on the side connection. The server writes nonce_c at accept
+ * (the client claimed, so it looks for it); the client writes nonce_s with
+ * its first send, once it has seen the server's proof (so the server
+ * matched, and looks for it) and only if nothing went before. A receiver
+ * recognises the proof (128 random bits) at position 0, or sees
+ * application bytes there and never switches that direction: no timing
+ * decides what is data. A client that never sends never proves itself;
+ * the server's direction then stays on TCP.
  *
- * Switching, each direction on its own (as sock.c does on one host): a
- * sender that has seen the peer's proof sends one message 'S'{k} on the
- * channel, k = the application bytes it sent over TCP, and from then on
- * writes its bytes into the channel. It never writes TCP data after 'S',
- * so the receiver reads TCP freely until k bytes, then the channel: bytes
- * sent before the switch arrive first, in order, with no marker in the
- * stream. The TCP connection stays open underneath and is closed with the
- * channel. Before the first application byte every failure (no device,
+ * The channel: zl_rdma_over_socket() sets up an rdma:// channel over the
+ * side connection (the transport's own handshake, in-order placement probe
+ * and modes, not a second ring); the side connection stays its liveness
+ * signal. The process that first uses the socket sets it up, on a thread
+ * of its own (both ends block in the handshake at once, and a program
+ * that uses both ends in one thread must not wait for itself); a process
+ * that forks right after accept(2) thus sets it up in the child that
+ * serves. What all processes holding the socket must agree on (each
+ * direction's TCP position, the proofs, the owner's pid) lives in a memfd,
+ * as the rings do on one host, so fork and exec keep one view.
+ *
+ * Switching, each direction on its own (as sock.c does on one host): the
+ * owner, once the peer is proven and the channel is up, sends 'S'{k} on
+ * the channel, k = the application bytes sent over TCP, and from then on
+ * writes its bytes into the channel. Nothing goes on TCP after 'S', so the
+ * receiver reads TCP freely until k bytes, then the channel: bytes sent
+ * before the switch arrive first, in order, with no marker in the stream.
+ * The TCP connection stays open underneath and is closed with the channel.
+ *
+ * Failures: before the first application byte every failure (no device,
  * nothing on the side port, a refused or half-done setup, a stranger's
  * claim) leaves the connection on TCP, with one ZL_LOG line. After it, the
- * channel's end without our 'F' (end of stream) message is ECONNRESET,
- * and a TCP end before k bytes too.
+ * channel's end without our 'F' (end of stream) message is ECONNRESET, and
+ * so is a TCP end before k bytes; a process that is not the owner gets EIO
+ * once its direction went into the owner's channel.
  *
  * Channel messages: 'D' + data, 'S' + 8-byte little-endian k, 'F'. A
  * peer's message is checked before use (type, length, k not behind us).
@@ -73,6 +83,7 @@
 
 #include "clock.h"
 #include "preload.h"
+#include "sockutil.h"
 
 #define XH_VERSION 1
 #define BANNER_MAGIC 0x53584c5au /* "ZLXS" */
@@ -363,28 +374,6 @@ static int wait_fd(int fd, short ev, int64_t deadline)
 		if (errno != EINTR)
 			return -errno;
 	}
-}
-
-static int io_full(int fd, void *buf, size_t len, bool rd, int64_t deadline)
-{
-	char *p = buf;
-	while (len) {
-		ssize_t n = rd ? zp_real.recv(fd, p, len, MSG_DONTWAIT)
-			       : zp_real.send(fd, p, len, MSG_DONTWAIT | MSG_NOSIGNAL);
-		if (n > 0) {
-			p += n;
-			len -= (size_t)n;
-			continue;
-		}
-		if (n == 0)
-			return -ECONNRESET;
-		if (errno != EAGAIN && errno != EINTR)
-			return -errno;
-		int r = wait_fd(fd, rd ? POLLIN : POLLOUT, deadline);
-		if (r)
-			return r;
-	}
-	return 0;
 }
 
 static bool v4(int fd, bool peer, uint32_t *ip, uint16_t *port)
@@ -719,8 +708,8 @@ static void serve_side(int c, const struct side *sd)
 	struct claim_msg m;
 	int64_t dl = zl_now_us() + SIDE_US;
 	if (!v4(c, true, &pip, &pport) || !v4(c, false, &lip, &lport) ||
-	    getrandom(bn.nonce, 16, 0) != 16 || io_full(c, &bn, sizeof(bn), false, dl) ||
-	    io_full(c, &m, sizeof(m), true, dl)) {
+	    getrandom(bn.nonce, 16, 0) != 16 || zl_write_full(c, &bn, sizeof(bn), dl) ||
+	    zl_read_full(c, &m, sizeof(m), dl)) {
 		zp_real.close(c);
 		return;
 	}
@@ -1017,9 +1006,9 @@ struct zsock *zx_connect_offer(int fd, const struct sockaddr *a, socklen_t len)
 		return NULL;
 	}
 	uint32_t ack = 0;
-	if ((r = io_full(s, &bn, sizeof(bn), true, dl)) || bn.magic != BANNER_MAGIC ||
+	if ((r = zl_read_full(s, &bn, sizeof(bn), dl)) || bn.magic != BANNER_MAGIC ||
 	    bn.version != XH_VERSION || getrandom(m.nonce, 16, 0) != 16 ||
-	    (r = io_full(s, &m, sizeof(m), false, dl)) || (r = io_full(s, &ack, 4, true, dl)) ||
+	    (r = zl_write_full(s, &m, sizeof(m), dl)) || (r = zl_read_full(s, &ack, 4, dl)) ||
 	    ack != CLAIM_MAGIC) {
 		ZL_LOG(ZL_LOG_INFO, "preload: fd %d to %s:%u stays on TCP: side port %u does not "
 		       "answer as the preload (%s)", fd, ipstr(dip, b1), dport, side_port(dport),
@@ -1116,20 +1105,28 @@ static void tx_progress(struct zsock *z, bool sending)
 	       "TCP bytes)", z->fd, x->s->desc, (unsigned long long)x->s->tx_k);
 }
 
+/* The peer's next message in place, without waiting (rx_lock). */
+static int peek(struct zx *x, const uint8_t **b, size_t *len)
+{
+	const void *p;
+	zp_inside++;
+	int r = zl.peek(x->ch, &p, len, 0);
+	zp_inside--;
+	*b = p;
+	return r;
+}
+
 /* The peer's 'S'{k}, if it came (rx_lock). */
 static void look_switch(struct zsock *z)
 {
 	struct zx *x = z->xh;
 	if (x->s->at_known || !ch_ok(x) || x->msg)
 		return;
-	const void *p;
+	const uint8_t *b;
 	size_t len;
-	zp_inside++;
-	int r = zl.peek(x->ch, &p, &len, 0);
-	zp_inside--;
+	int r = peek(x, &b, &len);
 	if (r == -EAGAIN)
 		return;
-	const uint8_t *b = p;
 	if (r || len != 9 || b[0] != 'S') {
 		if (!r) {
 			ZL_LOG(ZL_LOG_WARN, "preload: fd %d (%s): the peer broke the switch "
@@ -1190,11 +1187,9 @@ static int next_msg(struct zsock *z)
 		return 1;
 	if (x->fin)
 		return 2;
-	const void *p;
+	const uint8_t *b;
 	size_t len;
-	zp_inside++;
-	int r = zl.peek(x->ch, &p, &len, 0);
-	zp_inside--;
+	int r = peek(x, &b, &len);
 	if (r == -EAGAIN)
 		return 0;
 	if (r) {
@@ -1202,7 +1197,6 @@ static int next_msg(struct zsock *z)
 		       "peer's end of stream (%s)", z->fd, x->s->desc, strerror(-r));
 		return -ECONNRESET;
 	}
-	const uint8_t *b = p;
 	if (len == 1 && b[0] == 'F') {
 		zl.release(x->ch);
 		x->fin = true;
@@ -1442,13 +1436,6 @@ ssize_t zx_recv(struct zsock *z, const struct iovec *iov, int n, int flags)
 
 /* ---- sending ------------------------------------------------------------- */
 
-static ssize_t epipe(int flags)
-{
-	if (!(flags & MSG_NOSIGNAL))
-		pthread_kill(pthread_self(), SIGPIPE);
-	errno = EPIPE;
-	return -1;
-}
 
 /* Our sends are still on TCP, the channel's setup runs here and the peer's
  * handshake has come (it runs too): worth a short wait. */
@@ -1512,7 +1499,7 @@ ssize_t zx_send(struct zsock *z, const struct iovec *iov, int n, int flags)
 	struct zx *x = z->xh;
 	size_t total = iov_total(iov, n), sent = 0;
 	if (z->wr_shut)
-		return epipe(flags);
+		return zp_epipe(flags);
 	setup_start(z);
 	int64_t deadline = deadline_of(z, flags, z->sndtimeo_us);
 	pthread_mutex_lock(&x->tx_lock);
@@ -1598,7 +1585,7 @@ ssize_t zx_send(struct zsock *z, const struct iovec *iov, int n, int flags)
 	}
 	pthread_mutex_unlock(&x->tx_lock);
 	if (ret == -EPIPE)
-		return epipe(flags);
+		return zp_epipe(flags);
 	if (ret < 0) {
 		errno = (int)-ret;
 		return -1;
