@@ -576,6 +576,8 @@ static void *setup_main(void *arg)
 	if (r) {
 		if (ch)
 			zl.close(ch);
+		if ((r == -EPROTO || r == -ECONNRESET) && atomic_load(&x->closed))
+			r = -EBADF; /* our own close ended it */
 		if (r == -EPROTO || r == -ECONNRESET) /* setup()'s word for a side EOF */
 			ZL_LOG(ZL_LOG_INFO, "preload: fd %d (%s) stays on TCP: the peer ended the "
 			       "rdma setup (it closed, or another process of it owns the socket)",
@@ -1390,7 +1392,7 @@ ssize_t zx_recv(struct zsock *z, const struct iovec *iov, int n, int flags)
 	if (z->rd_shut)
 		return 0;
 	setup_start(z);
-	int64_t deadline = deadline_of(z, flags, z->rcvtimeo_us);
+	int64_t deadline = deadline_of(z, flags, z->rcvtimeo_us), spin_end = -1;
 	bool all = (flags & MSG_WAITALL) && !(flags & MSG_PEEK);
 	for (;;) {
 		pthread_mutex_lock(&x->rx_lock);
@@ -1425,6 +1427,18 @@ ssize_t zx_recv(struct zsock *z, const struct iovec *iov, int n, int flags)
 		if (!deadline) {
 			errno = EAGAIN;
 			return got ? (ssize_t)got : -1;
+		}
+		/* a reply over rdma comes within microseconds: spin a while (as
+		 * sock.c's waits do) before the arm and the sleep */
+		if (zp_spin_us > 0 && atomic_load(&x->s->rx_rdma)) {
+			int64_t now = zl_now_us();
+			if (spin_end < 0)
+				spin_end = now + zp_spin_us;
+			if (now < spin_end && now < deadline) {
+				for (int i = 0; i < 64; i++)
+					zl_cpu_relax();
+				continue;
+			}
 		}
 		int w = nap(z, deadline, partial ? 1000 : SLICE_US, true);
 		if (w) {

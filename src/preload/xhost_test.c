@@ -7,6 +7,7 @@
  *   xhost_test server ADDR PORT echo|stream
  *   xhost_test client ADDR PORT SRC echo ROUNDS
  *   xhost_test client ADDR PORT SRC stream BYTES
+ *   xhost_test client ADDR PORT SRC ping ROUNDS
  *
  * echo: the client sends ROUNDS requests of growing size (up to 128 KiB, a
  * pattern that depends on the offset), the server echoes every byte, the
@@ -19,6 +20,9 @@
  * the client EOF or ECONNRESET. Every wait is bounded (SO_RCVTIMEO,
  * SO_SNDTIMEO, a 60 s alarm): a hang fails. Exit 0 on success, 1 on
  * failure, 2 usage.
+ * ping: 64-byte round trips against an echo server: one second of warm-up
+ * (a connection's first bytes go over TCP until its channel is up), then
+ * ROUNDS timed ones; prints "round trips/s: N".
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -35,6 +39,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 #define MAXREQ (1 << 20)
@@ -138,6 +143,40 @@ static int client(const char *ip, int port, const char *src, const char *mode, l
 		return fail("connect");
 	timeouts(c, 20);
 	static uint8_t out[MAXREQ], in[MAXREQ];
+	if (!strcmp(mode, "ping")) {
+		struct timespec t0, t1;
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		for (long i = 0, warm = 1;; i++) {
+			if (warm && !(i % 64)) {
+				clock_gettime(CLOCK_MONOTONIC, &t1);
+				if (t1.tv_sec - t0.tv_sec >= 1) { /* start timing */
+					warm = 0;
+					i = -1; /* the next round is the first timed one */
+					t0 = t1;
+					continue;
+				}
+			}
+			if (!warm && i == n)
+				break;
+			memset(out, (int)(i & 0xff), 64);
+			if (write_all(c, out, 64))
+				return fail("ping write");
+			for (size_t got = 0; got < 64;) {
+				ssize_t r = read(c, in + got, 64 - got);
+				if (r <= 0)
+					return fail("ping read");
+				got += (size_t)r;
+			}
+			if (memcmp(in, out, 64)) {
+				fprintf(stderr, "xhost_test: ping %ld: wrong bytes\n", i);
+				return 1;
+			}
+		}
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+		printf("round trips/s: %.0f (%ld of 64 B in %.3f s)\n", (double)n / secs, n, secs);
+		return 0;
+	}
 	if (!strcmp(mode, "echo")) {
 		uint64_t off = 0;
 		for (long i = 0; i < n; i++) {
@@ -206,6 +245,6 @@ int main(int argc, char **argv)
 	if (argc == 7 && !strcmp(argv[1], "client"))
 		return client(argv[2], atoi(argv[3]), argv[4], argv[5], atol(argv[6]));
 	fprintf(stderr, "usage: xhost_test server ADDR PORT echo|stream\n"
-			"       xhost_test client ADDR PORT SRC echo ROUNDS|stream BYTES\n");
+			"       xhost_test client ADDR PORT SRC echo ROUNDS|stream BYTES|ping ROUNDS\n");
 	return 2;
 }
