@@ -880,6 +880,13 @@ void zx_listen_close(int fd)
 			/* the helper accepts only on fds still listed here (under
 			 * the lock): a number the program reuses is never ours */
 			zp_real.close(sides[i].sfd);
+			/* its claims can never be accepted now: their fds go with it */
+			for (int k = 0; k < nclaims;)
+				if (claims[k].s_port == sides[i].port &&
+				    (!sides[i].ip || claims[k].s_ip == sides[i].ip))
+					claim_drop(k);
+				else
+					k++;
 			sides[i] = sides[--nsides];
 			break;
 		}

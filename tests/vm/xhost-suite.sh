@@ -115,6 +115,40 @@ kill_server | kill_client)
 	[ $rc -eq 0 ] || { cat "$dir/c.err" "$dir/s.err" | grep -v "rdma: rxe" | tail; exit 1; }
 	[ $ms -lt 20000 ] || { echo "too slow"; exit 1; }
 	;;
+redis)
+	# redis-server on A, redis-cli and redis-benchmark (which cannot bind a
+	# source address) from B: a rule sends this host's unbound connections
+	# to A out of veth1 from B, as if from the other host
+	for p in redis-server redis-cli redis-benchmark; do
+		command -v $p >/dev/null || { echo "skip: $p not in the guest (ZL_VM_EXTRA)"; exit 77; }
+	done
+	ip route add "$A/32" dev veth1 src "$C" table 12 && ip rule add pref 5 to "$A" iif lo lookup 12 ||
+		{ echo "cannot add the routing rule"; exit 1; }
+	trap 'ip rule del pref 5; ip route flush table 12; cleanup' EXIT
+	x=(--xhost "$A:$port" --)
+	"${pre[@]}" "${x[@]}" redis-server --bind "$A" --port "$port" --save "" --appendonly no \
+		--protected-mode no > "$dir/s" 2> "$dir/s.err" &
+	srv=$!
+	pids+=("$srv")
+	for _ in $(seq 100); do redis-cli -h "$A" -p "$port" ping 2>/dev/null | grep -q PONG && break; sleep 0.1; done
+	# every GET returns what was SET, values of 1 B to 1 MiB, each over its
+	# own preloaded connection
+	for size in 1 100 65536 1048576; do
+		head -c $((size * 2)) /dev/urandom | od -An -tx1 | tr -d ' \n' | head -c "$size" > "$dir/v$size"
+		"${pre[@]}" "${x[@]}" redis-cli -h "$A" -p "$port" -x SET "k$size" < "$dir/v$size" \
+			2>> "$dir/c.err" | grep -q OK || { echo "SET of $size bytes failed"; cat "$dir/c.err"; exit 1; }
+		"${pre[@]}" "${x[@]}" redis-cli -h "$A" -p "$port" --raw GET "k$size" 2>> "$dir/c.err" |
+			head -c "$size" | cmp - "$dir/v$size" || { echo "GET of $size bytes differs"; exit 1; }
+	done
+	echo "SET/GET of 1 B..1 MiB values: every GET returned what was SET"
+	# redis-benchmark, 50 clients, SET and GET
+	"${pre[@]}" "${x[@]}" redis-benchmark -h "$A" -p "$port" -c 50 -n "${N:-2000}" -t set,get \
+		-d 4096 -q > "$dir/b" 2>> "$dir/c.err" || { echo "redis-benchmark failed"; tail "$dir/c.err"; exit 1; }
+	tr '\r' '\n' < "$dir/b" | grep "per second" | tail -2
+	n=$(switched "$dir/s.err") m=$(switched "$dir/c.err")
+	echo "directions switched: server $n, clients $m"
+	[ "$n" -ge 50 ] && [ "$m" -ge 50 ] || { echo "want >= 50 each"; grep -v "rdma: rxe" "$dir/s.err" | tail; exit 1; }
+	;;
 ping)
 	# not in rdma-suite.sh's list (a figure, not a check): 64-byte round
 	# trips between the two addresses, plain TCP and both ends preloaded
