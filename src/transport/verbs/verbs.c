@@ -737,8 +737,33 @@ static void rd_free(struct rd_chan *v)
 	free(v);
 }
 
+static int os_post(struct rd_chan *v, struct ibv_send_wr *wr);
+
+/* Before the queue pair goes, what we posted (the last records, the close
+ * record) must have left: destroying a queue pair flushes its send queue,
+ * and a process that exits right after zl_close would lose them. One
+ * signaled 0-byte WRITE; RC completes in order, so its completion covers
+ * every request before it. Not for a peer that is gone (its end of the
+ * side connection): the WRITE would only retry; and 100 ms at most. */
+static void drain_sq(struct rd_chan *v)
+{
+	if (!v->qp || v->qp_failed || v->rc.peer_closed || sock_gone(v))
+		return;
+	struct ibv_send_wr wr = { .opcode = IBV_WR_RDMA_WRITE };
+	wr.wr.rdma.remote_addr = v->peer.ctl_addr;
+	wr.wr.rdma.rkey = v->peer.ctl_rkey;
+	if (os_post(v, &wr))
+		return;
+	int64_t deadline = zl_now_us() + 100000;
+	lock(v);
+	while (v->completed < v->os_target && !reap(v) && zl_now_us() < deadline)
+		zl_cpu_relax();
+	unlock(v);
+}
+
 static void rd_destroy(struct zl_ringchan *rc)
 {
+	drain_sq(RD(rc));
 	zl_ringchan_fini(rc);
 	rd_free(RD(rc));
 }
