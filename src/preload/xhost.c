@@ -1186,6 +1186,18 @@ static void iov_copy(const struct iovec *iov, int n, size_t off, uint8_t *buf, s
 	}
 }
 
+/* The channel ended without the peer's 'F': did its TCP connection end
+ * cleanly (a close whose 'F' found no room says so with a FIN; so does a
+ * process that died, as over TCP)? It may come a moment after the side
+ * connection's end: looked at for up to 100 ms. */
+static bool tcp_ended(struct zsock *z)
+{
+	struct pollfd p = { .fd = z->fd, .events = POLLIN | POLLRDHUP };
+	char b;
+	return zp_real.poll(&p, 1, 100) > 0 &&
+	       zp_real.recv(z->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+}
+
 /* The peer's next message (rx_lock): 1 a 'D' held in msg, 2 its 'F' came,
  * 0 nothing yet, -ECONNRESET the channel ended without 'F', -EPROTO a
  * malformed message (nothing after it is trusted). */
@@ -1324,6 +1336,10 @@ static ssize_t rx_once(struct zsock *z, const struct iovec *iov, int n, size_t o
 		if (t < 0) {
 			if (t == -EPROTO)
 				return -ECONNRESET;
+			if (!x->reset_told && tcp_ended(z)) { /* the end without 'F' */
+				x->fin = true;
+				return 0;
+			}
 			if (x->reset_told)
 				return 0;
 			x->reset_told = true;
@@ -1615,13 +1631,14 @@ ssize_t zx_send(struct zsock *z, const struct iovec *iov, int n, int flags)
 }
 
 /* our end of stream on the channel: 'F' (tx_lock) */
-static void send_fin(struct zsock *z, int64_t timeout_us)
+static int send_fin(struct zsock *z, int64_t timeout_us)
 {
 	struct zx *x = z->xh;
 	uint8_t f = 'F';
 	zp_inside++;
-	zl.send(x->ch, &f, 1, timeout_us);
+	int r = zl.send(x->ch, &f, 1, timeout_us);
 	zp_inside--;
+	return r;
 }
 
 int zx_shutdown(struct zsock *z, int how)
@@ -1641,7 +1658,8 @@ int zx_shutdown(struct zsock *z, int how)
 	if (how != SHUT_RD && !z->wr_shut) {
 		z->wr_shut = true;
 		if (rdma)
-			send_fin(z, 1000000);
+			if (send_fin(z, 5000000)) /* no room for it: the TCP end says it */
+				zp_real.shutdown(z->fd, SHUT_WR);
 	}
 	pthread_mutex_unlock(&x->tx_lock);
 	if (how != SHUT_WR)
@@ -1851,7 +1869,8 @@ void zx_closed(struct zsock *z)
 	}
 	atomic_store(&x->closed, true);
 	if (atomic_load(&x->s->tx_rdma) && !z->wr_shut && !unread)
-		send_fin(z, 100000);
+		if (send_fin(z, 100000)) /* the ring stays full: the TCP end says it */
+			zp_real.shutdown(z->fd, SHUT_WR);
 	if (unread) {
 		struct linger l = { 1, 0 };
 		zp_real.setsockopt(z->fd, SOL_SOCKET, SO_LINGER, &l, sizeof(l));
