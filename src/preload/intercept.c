@@ -73,6 +73,7 @@ static void resolve(void)
 			       "in 4 KiB..64 MiB; using %u", e, zp_ring);
 	}
 	zp_allow_other_uid = (e = getenv("ZL_PRELOAD_ALLOW_OTHER_UID")) && !strcmp(e, "1");
+	zx_config();
 	pthread_atfork(NULL, NULL, zp_atfork_child);
 	if (!disabled && (e = getenv("ZL_PRELOAD_FDS"))) {
 		zp_exec_adopt(e);
@@ -100,12 +101,18 @@ static inline struct zsock *zs(int fd)
 EXPORT int connect(int fd, const struct sockaddr *a, socklen_t len)
 {
 	init();
+	if (zp_inside)
+		return zp_real.connect(fd, a, len);
 	struct zsock *z = disabled || zp_get(fd) ? NULL : zp_connect_offer(fd, a, len);
+	if (!z && !disabled && !zp_get(fd))
+		z = zx_connect_offer(fd, a, len); /* across hosts, when configured */
 	int r = zp_real.connect(fd, a, len), e = errno;
 	if (z) {
 		if (!r || e == EINPROGRESS) {
 			atomic_store(&z->nonblock, (zp_real.fcntl(fd, F_GETFL) & O_NONBLOCK) != 0);
 			zp_adopt(fd, z);
+		} else if (z->xh) {
+			zx_connect_failed(z);
 		} else {
 			zp_connect_done(z, 0);
 		}
@@ -118,10 +125,12 @@ EXPORT int listen(int fd, int backlog)
 {
 	init();
 	int r = zp_real.listen(fd, backlog);
-	if (!r && !disabled) {
+	if (!r && !disabled && !zp_inside) {
 		int e = errno;
 		zp_listen_close(fd); /* listen again: publish once */
 		zp_listen_publish(fd);
+		zx_listen_close(fd);
+		zx_listen_publish(fd);
 		errno = e;
 	}
 	return r;
@@ -134,6 +143,8 @@ EXPORT int accept4(int fd, struct sockaddr *a, socklen_t *len, int flags)
 	if (r >= 0 && !disabled) {
 		int e = errno;
 		struct zsock *z = zp_accept_match(fd, r);
+		if (!z)
+			z = zx_accept_match(fd, r);
 		if (z) {
 			atomic_store(&z->nonblock, (flags & SOCK_NONBLOCK) != 0);
 			zp_adopt(r, z);
@@ -152,6 +163,7 @@ static void forget(int fd)
 	zp_forget(fd);
 	zp_epoll_close(fd);
 	zp_listen_close(fd);
+	zx_listen_close(fd);
 }
 
 EXPORT int close(int fd)
@@ -653,7 +665,8 @@ EXPORT int pselect(int n, fd_set *r, fd_set *w, fd_set *x, const struct timespec
 EXPORT int epoll_ctl(int ep, int op, int fd, struct epoll_event *ev)
 {
 	init();
-	return disabled ? zp_real.epoll_ctl(ep, op, fd, ev) : zp_epoll_ctl(ep, op, fd, ev);
+	return disabled || zp_inside ? zp_real.epoll_ctl(ep, op, fd, ev)
+				     : zp_epoll_ctl(ep, op, fd, ev);
 }
 
 EXPORT int epoll_wait(int ep, struct epoll_event *evs, int max, int timeout)

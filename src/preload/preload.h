@@ -118,6 +118,8 @@ struct zsock {
 	struct zsock *grave_next;
 	int hello_fd;             /* client: the rendezvous connection, until joined */
 	int mem;                  /* the memfd (for exec), close-on-exec */
+	struct zx *xh;            /* across hosts (xhost.c): the rdma channel; then
+				   * sh is NULL and every call goes to xhost.c */
 };
 
 /* fd table (sock.c) */
@@ -130,6 +132,7 @@ void zp_forget(int fd); /* fd no longer names its zsock (close, dup2 over) */
 /* the data path (sock.c): results as the libc calls, errno set */
 ssize_t zp_recv(struct zsock *z, const struct iovec *iov, int n, int flags);
 ssize_t zp_send(struct zsock *z, const struct iovec *iov, int n, int flags);
+ssize_t zp_epipe(int flags); /* EPIPE, and SIGPIPE unless MSG_NOSIGNAL */
 int zp_shutdown(struct zsock *z, int how);
 int zp_fionread(struct zsock *z);
 size_t zp_tx_room(struct zsock *z); /* what a send takes now; SIZE_MAX: kernel */
@@ -171,6 +174,35 @@ struct zsock *zp_connect_offer(int fd, const struct sockaddr *a, socklen_t len);
 void zp_connect_done(struct zsock *z, int ok);
 struct zsock *zp_accept_match(int lfd, int fd);
 void zp_listen_close(int fd);
+
+/* across hosts (xhost.c): the same calls for a socket with z->xh */
+extern __thread int zp_inside; /* > 0: our own calls into the zipline library */
+void zx_config(void);
+void zx_listen_publish(int fd);
+void zx_listen_close(int fd);
+struct zsock *zx_accept_match(int lfd, int fd);
+struct zsock *zx_connect_offer(int fd, const struct sockaddr *a, socklen_t len);
+void zx_connect_failed(struct zsock *z);
+ssize_t zx_recv(struct zsock *z, const struct iovec *iov, int n, int flags);
+ssize_t zx_send(struct zsock *z, const struct iovec *iov, int n, int flags);
+int zx_shutdown(struct zsock *z, int how);
+short zx_ready(struct zsock *z, short events);
+int zx_arm(struct zsock *z, short events, short *armed);
+void zx_disarm(struct zsock *z, short armed);
+int zx_kfd(struct zsock *z); /* the fd to sleep on instead of the socket */
+int zx_fionread(struct zsock *z);
+size_t zx_tx_room(struct zsock *z);
+void zx_closed(struct zsock *z); /* the last fd closed */
+void zx_free(struct zsock *z);
+void zx_atfork_child(struct zsock *z);
+uint64_t zx_rx_mark(struct zsock *z);
+/* exec: "X<fd>:<mem>:<side>;" into e, the two fds kept open across it
+ * (*mem, *side: to close again on failure); the new image adopts it */
+int zx_exec_entry(struct zsock *z, int fd, char *e, size_t cap, int *mem, int *side);
+void zx_exec_adopt(const char *entry);
+uint64_t zx_tx_mark(struct zsock *z);
+/* the fd the kernel waits on for socket fd */
+static inline int zp_kfd(struct zsock *z, int fd) { return z && z->xh ? zx_kfd(z) : fd; }
 
 /* waiting (wait.c) */
 int zp_poll(struct pollfd *fds, nfds_t n, int64_t timeout_us, const sigset_t *mask);

@@ -49,12 +49,26 @@ static uint8_t *g_buf;                  /* 1 MiB scratch for the cases */
 
 /* ---- the pair ------------------------------------------------------------ */
 
+/* tcp4 across two addresses (the preload's cross-host switch, in the VM):
+ * SEM_TCP4_ADDR is the listener's address instead of 127.0.0.1, and
+ * SEM_TCP4_SRC the clients' source address. */
+static void bind_src(int fd, int fam)
+{
+	const char *src = getenv("SEM_TCP4_SRC");
+	struct sockaddr_in a = {.sin_family = AF_INET};
+	if (fam != AF_INET || !src || inet_pton(AF_INET, src, &a.sin_addr) != 1)
+		return;
+	if (bind(fd, (struct sockaddr *)&a, sizeof a) < 0)
+		fprintf(stderr, "sem_test: bind %s: %s\n", src, errname(errno));
+}
+
 /* A new socket connected to the listener (blocking connect). */
 static int connect_to(const struct ctx *x)
 {
 	int fd = socket(x->fam, SOCK_STREAM, 0);
 	if (fd < 0)
 		return failf("socket: %s", errname(errno));
+	bind_src(fd, x->fam);
 	if (connect(fd, (const struct sockaddr *)&x->la, x->lalen) < 0) {
 		int e = errno;
 		close(fd);
@@ -71,6 +85,9 @@ static int make_listener(int fam, const char *path, struct ctx *x)
 		struct sockaddr_in *a = (struct sockaddr_in *)&x->la;
 		a->sin_family = AF_INET;
 		a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		const char *addr = getenv("SEM_TCP4_ADDR");
+		if (addr && inet_pton(AF_INET, addr, &a->sin_addr) != 1)
+			return -EINVAL;
 		x->lalen = sizeof *a;
 	} else if (fam == AF_INET6) {
 		struct sockaddr_in6 *a = (struct sockaddr_in6 *)&x->la;
@@ -827,6 +844,7 @@ static int case_connect_nonblock(struct ctx *x)
 	int fd = socket(x->fam, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	CHECK(fd >= 0, "socket: %s", errname(errno));
 	x->c = fd; /* closed by the runner */
+	bind_src(fd, x->fam);
 	if (is_tcp(x))
 		EXPECT_ERR(connect(fd, (struct sockaddr *)&x->la, x->lalen),
 			EINPROGRESS);
@@ -857,6 +875,7 @@ static int case_connect_refused(struct ctx *x)
 	close_fd(&x->lfd);
 	x->c = socket(x->fam, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	CHECK(x->c >= 0, "socket: %s", errname(errno));
+	bind_src(x->c, x->fam);
 	EXPECT_ERR(connect(x->c, (struct sockaddr *)&x->la, x->lalen),
 		ECONNREFUSED);
 	if (!is_tcp(x)) {

@@ -136,6 +136,10 @@ static void bury(struct zsock *z)
 
 static void zsock_free(struct zsock *z)
 {
+	if (z->xh) {
+		zx_free(z);
+		return;
+	}
 	if (z->hello_fd >= 0)
 		zp_real.close(z->hello_fd);
 	if (z->mem >= 0)
@@ -183,6 +187,8 @@ void zp_forget(int fd)
 	pthread_mutex_unlock(&z->lock);
 	if (!last)
 		return;
+	if (z->xh)
+		zx_closed(z);
 	if (z->sh && atomic_fetch_sub(&z->sh->refs[z->side], 1) == 1) {
 		/* the last copy of our side: the peer sees the end of the stream,
 		 * or a reset if we leave bytes unread (as TCP sends RST) */
@@ -226,6 +232,8 @@ void zp_atfork_child(void)
 		struct zsock *z = atomic_load_explicit(&table[i], memory_order_relaxed);
 		if (z)
 			pthread_mutex_init(&z->lock, NULL);
+		if (z && z->xh)
+			zx_atfork_child(z);
 	}
 }
 
@@ -375,6 +383,8 @@ static ssize_t rx_kernel(struct zsock *z, const struct iovec *iov, int n, size_t
 
 ssize_t zp_recv(struct zsock *z, const struct iovec *iov, int n, int flags)
 {
+	if (z->xh)
+		return zx_recv(z, iov, n, flags);
 	size_t total = 0, got = 0;
 	for (int i = 0; i < n; i++)
 		total += iov[i].iov_len;
@@ -449,7 +459,7 @@ ssize_t zp_recv(struct zsock *z, const struct iovec *iov, int n, int flags)
 
 /* ---- sending ------------------------------------------------------------- */
 
-static ssize_t epipe(int flags)
+ssize_t zp_epipe(int flags)
 {
 	if (!(flags & MSG_NOSIGNAL))
 		pthread_kill(pthread_self(), SIGPIPE);
@@ -459,11 +469,13 @@ static ssize_t epipe(int flags)
 
 ssize_t zp_send(struct zsock *z, const struct iovec *iov, int n, int flags)
 {
+	if (z->xh)
+		return zx_send(z, iov, n, flags);
 	size_t total = 0, sent = 0;
 	for (int i = 0; i < n; i++)
 		total += iov[i].iov_len;
 	if (z->wr_shut)
-		return epipe(flags);
+		return zp_epipe(flags);
 	int64_t deadline = deadline_of(z, flags, false);
 	for (;;) {
 		zp_poll_join(z);
@@ -500,7 +512,7 @@ ssize_t zp_send(struct zsock *z, const struct iovec *iov, int n, int flags)
 			if (peer_gone(z)) {
 				ZL_LOG(ZL_LOG_DEBUG, "preload: fd %d: the peer is gone (%s)", z->fd,
 				       atomic_load(&z->sh->gone[1 - z->side]) ? "closed" : "kernel EOF");
-				return sent ? (ssize_t)sent : epipe(flags);
+				return sent ? (ssize_t)sent : zp_epipe(flags);
 			}
 			int64_t room = tx_room(z);
 			if (room < 0) {
@@ -521,7 +533,7 @@ ssize_t zp_send(struct zsock *z, const struct iovec *iov, int n, int flags)
 		int r = deadline ? zp_wait_one(z, POLLOUT, deadline) : -EAGAIN;
 		if (r == -EPIPE) {
 			ZL_LOG(ZL_LOG_DEBUG, "preload: fd %d: the peer died with our ring full", z->fd);
-			return sent ? (ssize_t)sent : epipe(flags);
+			return sent ? (ssize_t)sent : zp_epipe(flags);
 		}
 		if (r) {
 			errno = r == -ETIMEDOUT ? EAGAIN : -r;
@@ -534,6 +546,8 @@ ssize_t zp_send(struct zsock *z, const struct iovec *iov, int n, int flags)
  * carries the wake-ups, also those the peer needs after our SHUT_WR. */
 int zp_shutdown(struct zsock *z, int how)
 {
+	if (z->xh)
+		return zx_shutdown(z, how);
 	if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR) {
 		errno = EINVAL;
 		return -1;
@@ -556,6 +570,8 @@ int zp_shutdown(struct zsock *z, int how)
 
 size_t zp_tx_room(struct zsock *z)
 {
+	if (z->xh)
+		return zx_tx_room(z);
 	zp_poll_join(z);
 	if (!atomic_load_explicit(&z->tx_ring, memory_order_acquire))
 		return SIZE_MAX;
@@ -565,6 +581,8 @@ size_t zp_tx_room(struct zsock *z)
 
 int zp_fionread(struct zsock *z)
 {
+	if (z->xh)
+		return zx_fionread(z);
 	uint64_t left;
 	int k = 0;
 	if (rx_on_kernel(z, &left)) {
@@ -583,6 +601,8 @@ int zp_fionread(struct zsock *z)
 
 short zp_ready(struct zsock *z, short events)
 {
+	if (z->xh)
+		return zx_ready(z, events);
 	short r = 0;
 	uint64_t left;
 	zp_poll_join(z);
@@ -611,6 +631,8 @@ short zp_ready(struct zsock *z, short events)
 
 int zp_arm(struct zsock *z, short events, short *armed)
 {
+	if (z->xh)
+		return zx_arm(z, events, armed);
 	*armed = 0;
 	int crowded = atomic_fetch_add(&z->users, 1) ? ZP_CROWDED : 0;
 	if (events & POLLIN) {
@@ -630,6 +652,10 @@ int zp_arm(struct zsock *z, short events, short *armed)
 
 void zp_disarm(struct zsock *z, short armed)
 {
+	if (z->xh) {
+		zx_disarm(z, armed);
+		return;
+	}
 	if (armed & POLLIN)
 		atomic_fetch_sub_explicit(&z->rx->rx_sleeping, 1, memory_order_relaxed);
 	if (armed & POLLOUT)
@@ -639,6 +665,8 @@ void zp_disarm(struct zsock *z, short armed)
 
 bool zp_rx_on_kernel(struct zsock *z)
 {
+	if (z->xh)
+		return false;
 	uint64_t left;
 	return rx_on_kernel(z, &left);
 }
@@ -657,6 +685,8 @@ bool zp_probe(struct zsock *z)
 
 void zp_drain(struct zsock *z)
 {
+	if (z->xh)
+		return; /* the channel drains its own fd when armed */
 	uint64_t left;
 	if (rx_on_kernel(z, &left))
 		return; /* what is there is data */
@@ -685,7 +715,7 @@ void zp_drain(struct zsock *z)
  * never the wake-up bytes as data.
  */
 static struct {
-	int fd, saved, mem;
+	int fd, saved, mem, side;
 } undo[256];
 static int nundo;
 
@@ -699,7 +729,7 @@ char *zp_exec_state(bool keep)
 		int fl = z ? zp_real.fcntl(fd, F_GETFD) : -1;
 		if (!z || fl < 0 || (fl & FD_CLOEXEC))
 			continue;
-		undo[nundo] = (typeof(undo[0])){ fd, -1, -1 };
+		undo[nundo] = (typeof(undo[0])){ fd, -1, -1, -1 };
 		if (!keep) {
 			int ep = epoll_create1(0);
 			undo[nundo].saved = zp_real.fcntl(fd, F_DUPFD_CLOEXEC, 512);
@@ -710,17 +740,26 @@ char *zp_exec_state(bool keep)
 			nundo++;
 			continue;
 		}
-		if (z->mem < 0 || zp_real.fcntl(z->mem, F_SETFD, 0))
-			continue;
-		undo[nundo++].mem = z->mem;
+		char e[160];
+		int n;
+		if (z->xh) { /* across hosts: its shared state and side connection */
+			n = zx_exec_entry(z, fd, e, sizeof(e), &undo[nundo].mem, &undo[nundo].side);
+			if (n <= 0)
+				continue;
+			nundo++;
+		} else {
+			if (z->mem < 0 || zp_real.fcntl(z->mem, F_SETFD, 0))
+				continue;
+			undo[nundo++].mem = z->mem;
+			n = snprintf(e, sizeof(e), "%d:%d:%d:%u:%llu:%llu:%d:%d;", fd, z->mem, z->side,
+				     z->size, (unsigned long long)z->rx_k,
+				     (unsigned long long)z->tx_k, (int)atomic_load(&z->tx_ring),
+				     (int)z->wr_shut);
+		}
 		if (!s && !(s = malloc(cap)))
 			return NULL;
 		if (!len)
 			len = (size_t)sprintf(s, "ZL_PRELOAD_FDS=");
-		char e[160];
-		int n = snprintf(e, sizeof(e), "%d:%d:%d:%u:%llu:%llu:%d:%d;", fd, z->mem, z->side,
-				 z->size, (unsigned long long)z->rx_k, (unsigned long long)z->tx_k,
-				 (int)atomic_load(&z->tx_ring), (int)z->wr_shut);
 		if (len + (size_t)n + 1 > cap) {
 			char *t = realloc(s, cap = (len + (size_t)n + 1) * 2);
 			if (!t)
@@ -738,6 +777,8 @@ void zp_exec_failed(void)
 	for (int i = 0; i < nundo; i++) {
 		if (undo[i].mem >= 0)
 			zp_real.fcntl(undo[i].mem, F_SETFD, FD_CLOEXEC);
+		if (undo[i].side >= 0)
+			zp_real.fcntl(undo[i].side, F_SETFD, FD_CLOEXEC);
 		if (undo[i].saved >= 0) {
 			zp_real.dup3(undo[i].saved, undo[i].fd, 0);
 			zp_real.close(undo[i].saved);
@@ -749,6 +790,12 @@ void zp_exec_failed(void)
 void zp_exec_adopt(const char *st)
 {
 	while (st && *st) {
+		if (*st == 'X') { /* across hosts (xhost.c) */
+			zx_exec_adopt(st + 1);
+			st = strchr(st, ';');
+			st = st ? st + 1 : NULL;
+			continue;
+		}
 		int fd, mem, side, tx_ring, wr_shut;
 		unsigned ring;
 		unsigned long long rx_k, tx_k;

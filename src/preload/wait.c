@@ -29,6 +29,8 @@
 /* Events to ask the kernel for on a switched socket. */
 static short kernel_events(struct zsock *z, short want)
 {
+	if (z->xh) /* its fd to sleep on (zp_kfd) turns readable for anything */
+		return POLLIN;
 	short k = atomic_load(&z->peer_eof) ? 0 : POLLIN | POLLRDHUP;
 	if (!atomic_load_explicit(&z->tx_ring, memory_order_acquire))
 		k |= want & POLLOUT;
@@ -39,6 +41,10 @@ static short kernel_events(struct zsock *z, short want)
  * *kin: its input is the kernel stream's (bytes sent before the switch). */
 static short merged(struct zsock *z, short want, short krev, bool *kin)
 {
+	if (z->xh) {
+		*kin = false;
+		return (short)(zp_ready(z, (short)(want | POLLRDHUP)) & (want | POLLERR | POLLHUP));
+	}
 	if (krev & (POLLIN | POLLRDHUP | POLLHUP | POLLERR))
 		zp_drain(z); /* reads only wake-ups; data stays */
 	short r = zp_ready(z, (short)(want | POLLRDHUP));
@@ -137,6 +143,7 @@ int zp_poll(struct pollfd *fds, nfds_t n, int64_t timeout_us, const sigset_t *ma
 			armed[i] = -1;
 			if (!z[i])
 				continue;
+			k[i].fd = zp_kfd(z[i], fds[i].fd);
 			k[i].events = kernel_events(z[i], fds[i].events);
 			if (!arm)
 				continue;
@@ -302,7 +309,7 @@ int zp_epoll_ctl(int ep, int op, int fd, struct epoll_event *ev)
 	struct reg *g = &s->r[fd];
 	struct zsock *z = zp_get(fd);
 	if (op == EPOLL_CTL_DEL) {
-		rc = zp_real.epoll_ctl(ep, op, fd, ev);
+		rc = zp_real.epoll_ctl(ep, op, g->used && g->zsock ? zp_kfd(z, fd) : fd, ev);
 		if (!rc || errno == EBADF || errno == ENOENT) {
 			if (g->used && g->zsock)
 				for (int j = 0; j < s->nz; j++)
@@ -317,7 +324,7 @@ int zp_epoll_ctl(int ep, int op, int fd, struct epoll_event *ev)
 	struct epoll_event k = { .events = n.kev, .data.u64 = (uint64_t)fd };
 	if (z && (ev->events & EPOLLEXCLUSIVE))
 		k.events |= EPOLLEXCLUSIVE;
-	rc = zp_real.epoll_ctl(ep, op, fd, &k);
+	rc = zp_real.epoll_ctl(ep, op, zp_kfd(z, fd), &k);
 	if (rc)
 		goto out;
 	bool was = g->used && g->zsock;
@@ -354,7 +361,7 @@ static void refresh(int ep, struct epset *s, int fd, struct zsock *z, bool crowd
 	if (kev == g->kev)
 		return;
 	struct epoll_event k = { .events = kev, .data.u64 = (uint64_t)fd };
-	if (!zp_real.epoll_ctl(ep, EPOLL_CTL_MOD, fd, &k))
+	if (!zp_real.epoll_ctl(ep, EPOLL_CTL_MOD, zp_kfd(z, fd), &k))
 		g->kev = kev;
 }
 
@@ -367,8 +374,10 @@ static int report(struct reg *g, struct zsock *z, uint32_t r, bool kin, struct e
 	if (!r || g->off)
 		return 0;
 	if (g->events & EPOLLET) { /* only what is new since the last report */
-		uint64_t t = atomic_load_explicit(&z->rx->tail, memory_order_relaxed);
-		uint64_t h = atomic_load_explicit(&z->tx->head, memory_order_relaxed);
+		uint64_t t = z->xh ? zx_rx_mark(z)
+				   : atomic_load_explicit(&z->rx->tail, memory_order_relaxed);
+		uint64_t h = z->xh ? zx_tx_mark(z)
+				   : atomic_load_explicit(&z->tx->head, memory_order_relaxed);
 		bool eof = (r & EPOLLRDHUP) != 0;
 		if ((r & EPOLLIN) && !kin && t == g->seen_tail && (!eof || g->seen_eof))
 			r &= ~(uint32_t)(EPOLLIN | EPOLLRDHUP);
@@ -559,7 +568,7 @@ int zp_wait_one(struct zsock *z, short events, int64_t deadline)
 			return 0;
 		}
 		bool eof = atomic_load(&z->peer_eof);
-		struct pollfd p = { .fd = z->fd, .events = kernel_events(z, events) };
+		struct pollfd p = { .fd = zp_kfd(z, z->fd), .events = kernel_events(z, events) };
 		int ms = zl_poll_ms(deadline);
 		if (a & ZP_CROWDED) /* another thread's wake-ups stay unread */
 			p.events &= (short)~(POLLIN | POLLRDHUP);

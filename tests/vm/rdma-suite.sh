@@ -153,6 +153,14 @@ if [ -x "$B/tools/zl-proto" ]; then
 		"$B/tools/zl-proto" --proto read --pattern m1 -N 2 --node 0 --coord 127.0.0.1:0 \
 		--dev "$ZL_RDMA_DEV_A" --timeout 2
 fi
+# The preload across hosts (issue 19): the semantics suite across the two
+# addresses, both ends preloaded and switched; mixed peers and
+# configurations staying on TCP; kill -9 of either end mid-transfer;
+# redis-server with redis-cli and redis-benchmark (skipped without them).
+for c in sem echo mixed_plain_server mixed_plain_client mixed_unnamed bad_config no_device \
+	kill_server kill_client redis; do
+	run "xhost_$c" bash "$(dirname "$0")/xhost-suite.sh" "$B" "$c"
+done
 [ ${#failed[@]} -eq 0 ] || echo "failed: ${failed[*]}"
 echo "rdma suite: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -737,8 +737,33 @@ static void rd_free(struct rd_chan *v)
 	free(v);
 }
 
+static int os_post(struct rd_chan *v, struct ibv_send_wr *wr);
+
+/* Before the queue pair goes, what we posted (the last records, the close
+ * record) must have left: destroying a queue pair flushes its send queue,
+ * and a process that exits right after zl_close would lose them. One
+ * signaled 0-byte WRITE; RC completes in order, so its completion covers
+ * every request before it. Not for a peer that is gone (its end of the
+ * side connection): the WRITE would only retry; and 100 ms at most. */
+static void drain_sq(struct rd_chan *v)
+{
+	if (!v->qp || v->qp_failed || v->rc.peer_closed || sock_gone(v))
+		return;
+	struct ibv_send_wr wr = { .opcode = IBV_WR_RDMA_WRITE };
+	wr.wr.rdma.remote_addr = v->peer.ctl_addr;
+	wr.wr.rdma.rkey = v->peer.ctl_rkey;
+	if (os_post(v, &wr))
+		return;
+	int64_t deadline = zl_now_us() + 100000;
+	lock(v);
+	while (v->completed < v->os_target && !reap(v) && zl_now_us() < deadline)
+		zl_cpu_relax();
+	unlock(v);
+}
+
 static void rd_destroy(struct zl_ringchan *rc)
 {
+	drain_sq(RD(rc));
 	zl_ringchan_fini(rc);
 	rd_free(RD(rc));
 }
@@ -1418,3 +1443,25 @@ const struct zl_transport zl_transport_rdma = {
 	.listen = rd_listen,
 	.connect = rd_connect,
 };
+
+/* The preload's cross-host switch (src/preload/xhost.c, which finds this
+ * with dlsym): an rdma channel set up over a TCP connection the caller
+ * made and vetted itself, both ends calling this at once (the setup is
+ * symmetric). The socket stays the channel's liveness signal, as on an
+ * rdma:// connection; it is closed on failure. dev "": the first device. */
+ZL_API int zl_rdma_over_socket(int sock, const char *dev, uint32_t ring_size, int64_t timeout_us,
+			       zl_channel **out);
+ZL_API int zl_rdma_over_socket(int sock, const char *dev, uint32_t ring_size, int64_t timeout_us,
+			       zl_channel **out)
+{
+	struct rd_params p = { .port = 1, .gid_index = -1, .order = -1 };
+	struct zl_opts o;
+	zl_opts_init(&o);
+	o.ring_size = ring_size;
+	if (!out || !dev || strlen(dev) >= sizeof(p.dev) || zl_opts_check(&o)) {
+		close(sock);
+		return -EINVAL;
+	}
+	strcpy(p.dev, dev);
+	return make_chan(sock, &p, &o, zl_deadline(timeout_us), out);
+}
