@@ -32,6 +32,12 @@ bool zp_allow_other_uid;
 static bool disabled;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
+static void leave_at_exit(void)
+{
+	if (!disabled)
+		zp_leave();
+}
+
 static void resolve(void)
 {
 #define R(f) zp_real.f = dlsym(RTLD_NEXT, #f)
@@ -75,6 +81,7 @@ static void resolve(void)
 	zp_allow_other_uid = (e = getenv("ZL_PRELOAD_ALLOW_OTHER_UID")) && !strcmp(e, "1");
 	zx_config();
 	pthread_atfork(NULL, NULL, zp_atfork_child);
+	atexit(leave_at_exit); /* before any library's destructor (_dl_fini) */
 	if (!disabled && (e = getenv("ZL_PRELOAD_FDS"))) {
 		zp_exec_adopt(e);
 		unsetenv("ZL_PRELOAD_FDS");
@@ -754,6 +761,19 @@ EXPORT int execv(const char *path, char *const argv[]) { return execve(path, arg
 EXPORT int execvp(const char *file, char *const argv[]) { return execvpe(file, argv, environ); }
 
 /* ---- fork ------------------------------------------------------------------ */
+
+/* The leaving process's switched sockets are closed first (zp_leave);
+ * exit() comes here through atexit (registered in init). */
+EXPORT void _exit(int status)
+{
+	static void (*ex)(int);
+	if (!ex)
+		ex = (void (*)(int))dlsym(RTLD_NEXT, "_exit");
+	if (!disabled && !zp_inside)
+		zp_leave();
+	ex(status);
+	__builtin_unreachable();
+}
 
 EXPORT pid_t fork(void)
 {

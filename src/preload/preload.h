@@ -195,6 +195,8 @@ size_t zx_tx_room(struct zsock *z);
 void zx_closed(struct zsock *z); /* the last fd closed */
 void zx_free(struct zsock *z);
 void zx_atfork_child(struct zsock *z);
+void zx_fork_count(struct zsock *z, int d);
+void zp_leave(void); /* sock.c: a process leaving closes its switched sockets */
 uint64_t zx_rx_mark(struct zsock *z);
 /* exec: "X<fd>:<mem>:<side>;" into e, the two fds kept open across it
  * (*mem, *side: to close again on failure); the new image adopts it */

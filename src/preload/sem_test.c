@@ -1863,20 +1863,34 @@ static int case_splice_to_socket(struct ctx *x)
 
 /* Long-running servers: the suite itself closed every fd it opened (and so
  * will the preload, which must not keep fds the program can see growing). */
-static int case_fd_leak(struct ctx *x)
+/* The fds that differ from the start, each with what it is. */
+static int fd_diff(char *list, size_t cap)
 {
 	unsigned char now[MAX_FD];
-	char list[256] = "";
 	int n = 0;
+	list[0] = 0;
 	fd_snapshot(now);
-	for (int i = 0; i < MAX_FD; i++)
-		if (now[i] != g_fd_start[i]) {
-			size_t l = strlen(list);
-			if (l < sizeof list - 24)
-				snprintf(list + l, sizeof list - l, " %d(%s)", i,
-					now[i] ? "open" : "closed");
-			n++;
+	for (int i = 0; i < MAX_FD; i++) {
+		if (now[i] == g_fd_start[i])
+			continue;
+		char path[32], what[80] = "closed";
+		if (now[i]) {
+			snprintf(path, sizeof path, "/proc/self/fd/%d", i);
+			ssize_t k = readlink(path, what, sizeof what - 1);
+			what[k > 0 ? k : 0] = 0;
 		}
+		size_t l = strlen(list);
+		if (l < cap - 100)
+			snprintf(list + l, cap - l, " %d(%s)", i, what);
+		n++;
+	}
+	return n;
+}
+
+static int case_fd_leak(struct ctx *x)
+{
+	char list[512];
+	int n = fd_diff(list, sizeof list);
 	CHECK(n == 0, "%d fds differ from the start:%s", n, list);
 	return 0;
 }

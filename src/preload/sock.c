@@ -218,10 +218,29 @@ static void fork_count(int d)
 			first = atomic_load_explicit(&table[j], memory_order_relaxed) != z;
 		if (first && z->sh)
 			atomic_fetch_add(&z->sh->refs[z->side], d);
+		if (first && z->xh)
+			zx_fork_count(z, d);
 	}
 }
 
 void zp_fork_prepare(void) { fork_count(1); }
+
+/* A process leaving (_exit, exit): its sockets switched across hosts are
+ * closed first, as the kernel would close them. TCP delivers what was
+ * written before a process left; an rdma channel dies with its process,
+ * and with it what it had posted and not yet seen leave: zx_closed waits
+ * for that (bounded) and ends the stream. */
+void zp_leave(void)
+{
+	int hi = atomic_load(&table_hi);
+	for (int i = 0; table && i < hi; i++) {
+		struct zsock *z = atomic_load_explicit(&table[i], memory_order_relaxed);
+		if (z && z->xh) {
+			zp_forget(i);
+			zp_real.close(i);
+		}
+	}
+}
 
 void zp_fork_failed(void) { fork_count(-1); }
 

@@ -41,8 +41,10 @@
  * signal. The process that first uses the socket sets it up, on a thread
  * of its own (both ends block in the handshake at once, and a program
  * that uses both ends in one thread must not wait for itself); a process
- * that forks right after accept(2) thus sets it up in the child that
- * serves. What all processes holding the socket must agree on (each
+ * that forks right after accept(2) and closes its copy thus sets it up in
+ * the child that serves. Only a process that holds the socket alone takes
+ * the channel (a count of holders in the shared state): a forked copy that
+ * took it and then exited would take the connection down with it. What all processes holding the socket must agree on (each
  * direction's TCP position, the proofs, the owner's pid) lives in a memfd,
  * as the rings do on one host, so fork and exec keep one view.
  *
@@ -419,6 +421,9 @@ struct zx_sh {
 	uint32_t magic, version;
 	_Atomic int32_t owner;    /* the pid whose channel it is; -1: nobody's
 				   * any more (its owner exec'ed); 0: nobody yet */
+	_Atomic int32_t holders;  /* processes holding the socket: +1 at each
+				   * fork, -1 at a process's last close (one
+				   * that is killed stays counted) */
 	_Atomic int gate;         /* position 0 of the peer's stream: G_* */
 	_Atomic uint64_t rx_k;    /* TCP bytes read (after the peer's proof) */
 	_Atomic uint64_t rx_at;   /* the peer's switch point, once at_known */
@@ -547,6 +552,7 @@ static struct zsock *zx_new(int fd, int side, const char *dev, bool server, cons
 	}
 	sh->magic = SH_MAGIC;
 	sh->version = XH_VERSION;
+	sh->holders = 1;
 	snprintf(sh->dev, sizeof(sh->dev), "%s", dev);
 	sh->server = server;
 	memcpy(sh->mine, mine, 16);
@@ -635,8 +641,13 @@ static void setup_start(struct zsock *z)
 	let_side_go(x);
 	if (x->side < 0 || !lib()) /* an exec'ed image loads the library here */
 		return;
+	/* Only a process that holds the socket alone may take the channel: a
+	 * forked copy that took it and exited would end the connection for the
+	 * others (the channel dies with its owner), which TCP never does. Two
+	 * holders that never close one copy stay on TCP. */
 	if (atomic_load_explicit(&x->setup, memory_order_relaxed) != SU_NONE ||
 	    atomic_load(&x->closed) || x->side < 0 ||
+	    (!own(x) && atomic_load(&x->s->holders) > 1) ||
 	    (!own(x) && !atomic_compare_exchange_strong(&x->s->owner, &nobody, my_pid)) ||
 	    !atomic_compare_exchange_strong(&x->setup, &want, SU_RUNNING))
 		return;
@@ -1835,6 +1846,7 @@ size_t zx_tx_room(struct zsock *z)
 void zx_closed(struct zsock *z)
 {
 	struct zx *x = z->xh;
+	atomic_fetch_sub(&x->s->holders, 1);
 	if (x->mem >= 0) { /* the mapping stays for racing threads; the fd goes */
 		zp_real.close(x->mem);
 		x->mem = -1;
@@ -1930,11 +1942,20 @@ void zx_free(struct zsock *z)
 	free(z);
 }
 
+/* fork (sock.c, once per socket, before it: the parent may close its copy
+ * before the child runs a line; d -1 if the fork failed) */
+void zx_fork_count(struct zsock *z, int d)
+{
+	atomic_fetch_add(&z->xh->s->holders, d);
+}
+
 /* fork: the owner (a pid in the shared state) keeps its channel; a socket
- * nobody owns yet goes to the process that uses it first. */
+ * nobody owns yet goes to the process that uses it first once it is the
+ * only holder (setup_start). */
 void zx_atfork_child(struct zsock *z)
 {
 	struct zx *x = z->xh;
+
 	pthread_mutex_init(&x->rx_lock, NULL);
 	pthread_mutex_init(&x->tx_lock, NULL);
 	pthread_mutex_init(&x->setup_lock, NULL);
