@@ -129,11 +129,6 @@ static int64_t slow_us;
 
 /* ---- values ------------------------------------------------------------------ */
 
-struct vhdr {
-	uint32_t magic, key, writer, len;
-	uint64_t seq;
-};
-
 static uint32_t owner(uint32_t key) { return key / kph; }
 
 static void key_name(uint32_t key, char *k, size_t *klen)
@@ -141,39 +136,14 @@ static void key_name(uint32_t key, char *k, size_t *klen)
 	*klen = (size_t)snprintf(k, 32, "h-%u", key);
 }
 
-static uint32_t vlen_of(uint32_t key, uint64_t seq)
-{
-	uint64_t s = (uint64_t)key << 40 ^ seq;
-	return (uint32_t)(sizeof(struct vhdr) + tl_splitmix(&s) % (MAXV - sizeof(struct vhdr)));
-}
-
-static uint64_t pat_id(uint32_t key, uint64_t seq) { return (uint64_t)key << 40 | seq; }
-
 static size_t make_val(uint8_t *v, uint32_t key, uint32_t writer, uint64_t seq)
 {
-	uint32_t len = vlen_of(key, seq);
-	struct vhdr h = { MAGIC, key, writer, len, seq };
-	memcpy(v, &h, sizeof(h));
-	tl_fill(v + sizeof(h), len - sizeof(h), pat_id(key, seq));
-	return len;
+	return ost_make_val(v, MAGIC, MAXV, key, writer, seq);
 }
 
-/* The seq of a value read for key, after checking it is intact and that
- * key's writer wrote it; fails otherwise. */
 static uint64_t check_val(const char *who, uint32_t key, const void *v, size_t vl)
 {
-	struct vhdr h;
-	CHECKF(vl >= sizeof(h), "%s: key %u: a %zu-byte value", who, key, vl);
-	memcpy(&h, v, sizeof(h));
-	CHECKF(h.magic == MAGIC && h.key == key && h.writer == owner(key) && h.len == vl &&
-		       h.seq && h.seq < MAX_SEQ && vl == vlen_of(key, h.seq),
-	       "%s: key %u: bytes its writer did not write: %zu bytes saying magic %#x key %u "
-	       "writer %u len %u seq %llu",
-	       who, key, vl, h.magic, h.key, h.writer, h.len, (unsigned long long)h.seq);
-	size_t bad = tl_verify((const uint8_t *)v + sizeof(h), vl - sizeof(h), pat_id(key, h.seq));
-	CHECKF(bad == (size_t)-1, "%s: key %u seq %llu: bytes its writer did not write (byte %zu)",
-	       who, key, (unsigned long long)h.seq, bad + sizeof(h));
-	return h.seq;
+	return ost_check_val(who, MAGIC, MAXV, MAX_SEQ, key, owner(key), v, vl);
 }
 
 /* ---- processes ----------------------------------------------------------------- */

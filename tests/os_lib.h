@@ -154,4 +154,52 @@ static inline zl_kv *ost_connect(const struct ost_server *s)
 	return kv;
 }
 
+/* ---- values that name their writer (os_gc, os_hostile) --------------------
+ * The seq-th value a writer wrote for key: a header, then a pattern seeded
+ * by (key, seq), of a length (up to maxv) that also follows from them, so
+ * a torn, stale-mixed or foreign value is told from the real one. */
+struct ost_vhdr {
+	uint32_t magic, key, writer, len;
+	uint64_t seq;
+};
+
+static inline uint32_t ost_vlen(uint32_t key, uint64_t seq, uint32_t maxv)
+{
+	uint64_t s = (uint64_t)key << 40 ^ seq;
+	return (uint32_t)(sizeof(struct ost_vhdr) +
+			  tl_splitmix(&s) % (maxv - sizeof(struct ost_vhdr)));
+}
+
+static inline uint64_t ost_pat(uint32_t key, uint64_t seq) { return (uint64_t)key << 40 | seq; }
+
+static inline size_t ost_make_val(uint8_t *v, uint32_t magic, uint32_t maxv, uint32_t key,
+				  uint32_t writer, uint64_t seq)
+{
+	uint32_t len = ost_vlen(key, seq, maxv);
+	struct ost_vhdr h = { magic, key, writer, len, seq };
+	memcpy(v, &h, sizeof(h));
+	tl_fill(v + sizeof(h), len - sizeof(h), ost_pat(key, seq));
+	return len;
+}
+
+/* The seq (1..max_seq-1) of a value read for key, after checking that it
+ * is whole and writer wrote it; fails the process otherwise. */
+static inline uint64_t ost_check_val(const char *who, uint32_t magic, uint32_t maxv,
+				     uint64_t max_seq, uint32_t key, uint32_t writer,
+				     const void *v, size_t vl)
+{
+	struct ost_vhdr h;
+	CHECKF(vl >= sizeof(h), "%s: key %u: a %zu-byte value", who, key, vl);
+	memcpy(&h, v, sizeof(h));
+	CHECKF(h.magic == magic && h.key == key && h.writer == writer && h.len == vl &&
+		       h.seq && h.seq < max_seq && vl == ost_vlen(key, h.seq, maxv),
+	       "%s: key %u: bytes its writer did not write: %zu bytes saying magic %#x key %u "
+	       "writer %u len %u seq %llu",
+	       who, key, vl, h.magic, h.key, h.writer, h.len, (unsigned long long)h.seq);
+	size_t bad = tl_verify((const uint8_t *)v + sizeof(h), vl - sizeof(h), ost_pat(key, h.seq));
+	CHECKF(bad == (size_t)-1, "%s: key %u seq %llu: wrong byte at %zu of %zu", who, key,
+	       (unsigned long long)h.seq, bad + sizeof(h), vl);
+	return h.seq;
+}
+
 #endif
