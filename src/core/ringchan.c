@@ -159,8 +159,9 @@ static int state_err(struct zl_ringchan *rc)
 static inline void notify_tx(struct zl_ringchan *rc, uint64_t *wakeups)
 {
 	fast_fence(rc);
-	if (atomic_load_explicit(rc->peer_tx_sleeping, memory_order_relaxed) &&
-	    atomic_exchange_explicit(rc->peer_tx_sleeping, 0, memory_order_relaxed)) {
+	uint32_t f = atomic_load_explicit(rc->peer_tx_sleeping, memory_order_relaxed);
+	if (f && (f = atomic_exchange_explicit(rc->peer_tx_sleeping, 0, memory_order_relaxed)) &&
+	    f != ZL_TX_DEMAND) {
 		(*wakeups)++;
 		rc->link->wake(rc, ZL_DIR_TX);
 	}
@@ -377,9 +378,12 @@ static int wait_for(struct zl_ringchan *rc, enum zl_dir d, int64_t *dl, cond_fn 
 	if (r != -EAGAIN)
 		return r;
 	/* Read positions are published lazily, so a sender short of room
-	 * asks for one (the same flag as for sleeping) before it waits. */
+	 * asks for one before it waits: a demand where the link has one (no
+	 * fence: it spins and looks again), else an arm. */
 	if (d == ZL_DIR_TX) {
-		if ((r = arm_dir(rc, d)))
+		if (rc->link->demand)
+			rc->link->demand(rc);
+		else if ((r = arm_dir(rc, d)))
 			return r;
 		if ((r = cond(rc, arg)) != -EAGAIN)
 			return r;

@@ -17,9 +17,12 @@
  * The receiver publishes its read position every publish_every bytes,
  * before it sleeps or returns -EAGAIN from a poll, and on demand: a sender
  * short of room raises its flag when it starts waiting, and a receiver that
- * sees the flag (while it spins for data, or after consuming) publishes and
- * wakes it. So a spinning ping-pong pays for no read-position updates, and
- * a spinning pair never starves.
+ * sees the flag (while it spins for data, or after consuming) publishes,
+ * and wakes the sender if the flag says it sleeps. So a spinning ping-pong
+ * pays for no read-position updates, and a spinning pair never starves.
+ * Where the link can say "demand only" (shm), a sender that has not yet
+ * given up spinning costs neither side a fence or a system call: a
+ * membarrier per full ring cost a 4 KiB stream a quarter of its rate.
  */
 #ifndef ZL_RINGCHAN_H
 #define ZL_RINGCHAN_H
@@ -28,6 +31,10 @@
 #include "ring.h"
 
 enum zl_dir { ZL_DIR_RX = 0, ZL_DIR_TX = 1 };
+
+/* The peer's TX flag: it sleeps waiting for room (any other non-zero
+ * value), or only wants our read position while it spins. */
+#define ZL_TX_DEMAND 2u
 
 struct zl_ringchan;
 
@@ -40,6 +47,10 @@ struct zl_ring_link_ops {
 	/* Set the flag that tells the peer this side sleeps waiting for data
 	 * (RX) or for room (TX). 0 or -errno. */
 	int (*arm)(struct zl_ringchan *rc, enum zl_dir d);
+	/* Optional: ask the peer for its read position while this side only
+	 * spins (ZL_TX_DEMAND in the flag the TX arm sets): the peer publishes
+	 * and does not wake us. Without it a sender short of room arms. */
+	void (*demand)(struct zl_ringchan *rc);
 	/* Wake the peer's receiver (RX) or its sender waiting for room (TX). */
 	int (*wake)(struct zl_ringchan *rc, enum zl_dir d);
 	/* Sleep until woken, the peer goes away, or the deadline (absolute

@@ -89,6 +89,12 @@ static int shm_arm(struct zl_ringchan *rc, enum zl_dir d)
 	return 0;
 }
 
+static void shm_demand(struct zl_ringchan *rc)
+{
+	atomic_store_explicit(&ctl_of(&SC(rc)->peer)->tx_sleeping, ZL_TX_DEMAND,
+			      memory_order_relaxed);
+}
+
 static int shm_wake(struct zl_ringchan *rc, enum zl_dir d)
 {
 	uint8_t tag = d == ZL_DIR_RX ? SHM_WAKE_RX : SHM_WAKE_TX;
@@ -242,6 +248,7 @@ static void shm_publish_max(struct zl_ringchan *rc, uint64_t rpos)
 static const struct zl_ring_link_ops shm_link = {
 	.name = "shm",
 	.arm = shm_arm,
+	.demand = shm_demand,
 	.wake = shm_wake,
 	.sleep = shm_sleep,
 	.alive = shm_alive,

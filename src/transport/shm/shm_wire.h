@@ -20,7 +20,8 @@ struct shm_ctl {
 	 * symmetric fences (ringchan.c) asked by the owner, granted by the peer */
 	_Atomic uint32_t sym_req;                  /* owner sets */
 	_Atomic uint32_t sym_ack;                  /* peer sets */
-	_Alignas(64) _Atomic uint32_t tx_sleeping; /* peer sets, owner clears */
+	/* peer sets (1 sleeping, ZL_TX_DEMAND spinning), owner clears */
+	_Alignas(64) _Atomic uint32_t tx_sleeping;
 };
 
 struct shm_hello {
