@@ -42,11 +42,11 @@ extern "C" {
 #endif
 
 #define ZL_VERSION_MAJOR 0
-#define ZL_VERSION_MINOR 1
+#define ZL_VERSION_MINOR 2
 #define ZL_VERSION_PATCH 0
 #define ZL_VERSION_NUM \
 	(ZL_VERSION_MAJOR * 10000 + ZL_VERSION_MINOR * 100 + ZL_VERSION_PATCH)
-#define ZL_VERSION_STRING "0.1.0"
+#define ZL_VERSION_STRING "0.2.0"
 
 /* Wire protocol version, checked in every handshake. */
 #define ZL_PROTO_VERSION 1

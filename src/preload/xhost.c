@@ -299,7 +299,7 @@ static void lib_load(void)
 	 * up: channels are set up by the process that first uses the socket,
 	 * after any fork before that (setup_start). */
 	zp_inside++;
-	void *h = dlopen(path && *path ? path : "libzipline.so.0", RTLD_NOW | RTLD_LOCAL);
+	void *h = dlopen(path && *path ? path : ZL_SONAME, RTLD_NOW | RTLD_LOCAL);
 	zp_inside--;
 	if (!h) {
 		ZL_LOG(ZL_LOG_WARN, "preload: cannot load the zipline library (%s): no "
