@@ -129,9 +129,10 @@ if [ -x "$B/tools/zl-proto" ]; then
 			run "proto_${pr}_$pat" "$B/tools/zl-proto" --proto "$pr" --pattern "$pat" $pq
 		done
 	done
-	# the verbs experiments (two nodes), briefly: every message checked
-	for m in qptype notify indirect chain signal inline recvpost; do
-		run "proto_mode_$m" "$B/tools/zl-proto" --mode "$m" --iters 50 --local \
+	# the verbs experiments (two nodes), briefly: every message checked;
+	# 60 round trips (and 10 to warm up) use writelike's 64 receives up
+	for m in qptype notify indirect chain signal inline recvpost writelike; do
+		run "proto_mode_$m" "$B/tools/zl-proto" --mode "$m" --iters 60 --local \
 			--dev "$ZL_RDMA_DEV_A,$ZL_RDMA_DEV_B" --timeout 20
 	done
 	run proto_kill bash -c proto_kill
