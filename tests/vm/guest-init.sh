@@ -117,6 +117,7 @@ for _ in $(seq 200); do
 done
 all_ready || fail "rxe ports/GIDs not ready: $(cat /sys/class/infiniband/rxe*/ports/1/{state,gids/1} 2>&1)"
 say "${devs[*]} ready"
+dev_list=$(IFS=,; echo "${devs[*]}") ip_list=$(IFS=,; echo "${ips[*]}")
 
 # --- the share and the command ------------------------------------------------
 mkdir -p "$ZL_VM_SHARE"
@@ -133,7 +134,7 @@ say "running: ${ZL_VM_CMD[*]}"
 (
 	export ZL_VM=1 ZL_RDMA_DEV_A=rxe0 ZL_RDMA_DEV_B=rxe1 \
 		ZL_RDMA_IP_A=10.0.0.1 ZL_RDMA_IP_B=10.0.0.2 ZL_RDMA_GID_INDEX=1 \
-		ZL_RDMA_DEVS="$(IFS=,; echo "${devs[*]}")" ZL_RDMA_IPS="$(IFS=,; echo "${ips[*]}")"
+		ZL_RDMA_DEVS="$dev_list" ZL_RDMA_IPS="$ip_list"
 	for kv in "${ZL_VM_USER_ENV[@]}"; do export "${kv?}"; done
 	exec "${ZL_VM_CMD[@]}"
 ) </dev/null >/dev/ttyS1 2>&1

@@ -87,10 +87,10 @@ done
 [ $# -gt 0 ] || usage
 [[ $mem =~ ^[0-9]+$ && $timeout_s =~ ^[0-9]+$ ]] || usage
 rxe=${ZL_VM_RXE:-2}
-[[ $rxe =~ ^[0-9]+$ ]] && [ "$rxe" -ge 2 ] && [ "$rxe" -le 16 ] || {
+if ! [[ $rxe =~ ^[0-9]+$ ]] || [ "$rxe" -lt 2 ] || [ "$rxe" -gt 16 ]; then
 	say "ZL_VM_RXE=$rxe: want 2 to 16 devices"
 	usage
-}
+fi
 
 cwd=$(pwd -P)
 share=$(readlink -f "${share:-$cwd}") || die "bad --share directory"
