@@ -1,7 +1,8 @@
 #!/bin/bash
 # /init of the rdma-vm.sh guest (PID 1). Brings up Soft-RoCE (rxe0 on veth0,
-# rxe1 on veth1, ... ZL_VM_RXE of them), runs the host's command with its output on ttyS1, reports the
-# exit code through the 9p control share, and powers off.
+# rxe1 on veth1, ... ZL_VM_RXE of them), runs the host's command with its
+# output on ttyS1, reports the exit code through the 9p control share, and
+# powers off.
 # Our stdout/stderr are the kernel console (ttyS0, a log file on the host).
 export PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root
 umask 022
