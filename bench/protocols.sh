@@ -316,7 +316,8 @@ findings() { # proto-runs.csv [verbs-runs.csv]
 		for (i = 1; i <= 5; i++) s = s (i > 1 ? ", " : "") P[i] " " range(pat, P[i], N, S, R, V)
 		return s
 	}
-	# finding i in round RD: 1, 0 or -1, what it measured in T
+	# finding i in round RD: 1, 0 or -1 (a point it reads is missing: a
+	# run failed), what it measured in T
 	function pfind(i,   pat, b, w, n, r, ws, ss, miss, a, c, j, k, up, br) {
 		if (i <= 2) {
 			pat = i == 1 ? "M:1" : "M:M"; b = best(pat, 4, 1, 16, 365); T = b
@@ -335,7 +336,7 @@ findings() { # proto-runs.csv [verbs-runs.csv]
 				n++
 			}
 			T = sprintf("%.2f", ss > 0 ? ws / ss : 0)
-			return one(above(ws, ss), n == 0)
+			return one(above(ws, ss), n < 4)
 		}
 		if (i <= 6) { # vertical scalability: READ with S = 4 against S = 1
 			pat = i == 5 ? "M:1" : "M:M"
@@ -364,7 +365,7 @@ findings() { # proto-runs.csv [verbs-runs.csv]
 				}
 			}
 			T = up " of " n
-			return one(n > 0 && up == n, n == 0)
+			return one(up == n, n < 15)
 		}
 		if (i == 9) { # M:1 bandwidth rises with R
 			n = 0; up = 0
@@ -374,13 +375,13 @@ findings() { # proto-runs.csv [verbs-runs.csv]
 				n++; if (above(c, a)) up++
 			}
 			T = up " of " n
-			return one(n == 5 && up == n, n == 0)
+			return one(up == n, n < 5)
 		}
 		# i == 10: 1:M READ peaks at a small R
-		b = -1; br = 0
-		for (r = 1; r <= 64; r *= 4) { a = bw("1:M", "read", 4, 1, r, 365); if (a != "" && a + 0 > b) { b = a + 0; br = r } }
+		b = -1; br = 0; n = 0
+		for (r = 1; r <= 64; r *= 4) { a = bw("1:M", "read", 4, 1, r, 365); if (a != "") n++; if (a != "" && a + 0 > b) { b = a + 0; br = r } }
 		T = "R=" br
-		return one(br > 0 && br <= 4, br == 0)
+		return one(br <= 4, n < 4)
 	}
 	function judge(i,   k) {
 		NY = NN = NM = 0; TX = ""
