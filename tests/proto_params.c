@@ -68,6 +68,7 @@ static const struct bad bads[] = {
 	{ "--mode nope --local", "unknown mode" },
 	{ "--mode qptype --proto read --local", "runs two nodes" },
 	{ "--mode notify -N 3 --local", "-N 2" },
+	{ "--mode writelike -S 2 --local", "runs two nodes" },
 	{ "--mode ack --ack-timeout 32 --local", "0 to 31" },
 	{ "--mode chain --local --label a,b", "cannot hold" },
 	{ "--proto read --pattern m1 --local --inject dup", "--inject needs" },
@@ -149,8 +150,14 @@ int main(int argc, char **argv)
 	CHECK(p.node == 2 && !strcmp(p.coord, "10.0.0.1:7000"));
 	CHECK(!parse("--mode ack --local --ack-timeout 5", &p, err) && p.N == 2 && p.ack_timeout == 5);
 	CHECK(parse("--help", &p, err) == 1);
-	for (int m = 0; m < MD_COUNT; m++)
-		CHECK(strcmp(mode_name((enum mode)m), "?"));
+	/* every mode by its name, writelike among them, and back */
+	for (int m = 0; m < MD_COUNT; m++) {
+		char line[64];
+		snprintf(line, sizeof(line), "--mode %s --local%s", mode_name((enum mode)m),
+			 m == MD_PROTO ? " --proto read --pattern m1" : "");
+		CHECK(!parse(line, &p, err) && p.mode == (enum mode)m);
+	}
+	CHECK(!parse("--mode writelike --local --iters 60", &p, err) && p.mode == MD_WRITELIKE && p.N == 2);
 	/* the verbs each protocol uses (table III) */
 	CHECK(!proto_req_write(PR_SEND_SEND) && !proto_rsp_write(PR_SEND_SEND));
 	CHECK(!proto_req_write(PR_SEND_WRITE) && proto_rsp_write(PR_SEND_WRITE));

@@ -1,6 +1,7 @@
 #!/bin/bash
 # rdma-vm.sh - run a command inside a qemu VM with a real kernel RDMA stack
-# (Debian 12's stock kernel, Soft-RoCE rdma_rxe: rxe0 on veth0, rxe1 on veth1).
+# (Debian 12's stock kernel, Soft-RoCE rdma_rxe: rxe0 on veth0, rxe1 on veth1;
+# ZL_VM_RXE=N: rxe0..rxeN-1, each on its own veth).
 #
 #   tests/vm/rdma-vm.sh [--mem MiB] [--timeout SEC] [--share DIR] -- CMD [ARGS...]
 #
@@ -26,6 +27,8 @@ readonly GUEST_MODULES=(
 	crc32-pclmul crc32_generic udp_tunnel ip6_udp_tunnel
 	ib_core ib_uverbs rdma_rxe configfs ib_cm iw_cm rdma_cm rdma_ucm ib_umad
 	veth
+	# ZL_VM_RXE > 2: the veths meet in a bridge
+	bridge
 	# packet loss on the veth (tc netem) for zl-proto's ACK timeout runs
 	sch_netem
 )
@@ -64,6 +67,7 @@ usage: rdma-vm.sh [--mem MiB] [--timeout SEC] [--share DIR] -- CMD [ARGS...]
   --share DIR    host directory shared at the same path (default: cwd)
 env: ZL_VM_ENV="A=1 B=2" extra guest env, ZL_VM_CACHE, ZL_VM_VERBOSE=1,
      ZL_VM_EXTRA="host files to add to the initramfs", ZL_VM_MTU (1500),
+     ZL_VM_RXE (rxe devices, 2 to 16; default 2),
      ZL_VM_KERNEL_PKG (e.g. linux-image-6.1.0-28-amd64)
 EOF
 	exit 2
@@ -82,6 +86,11 @@ while [ $# -gt 0 ]; do
 done
 [ $# -gt 0 ] || usage
 [[ $mem =~ ^[0-9]+$ && $timeout_s =~ ^[0-9]+$ ]] || usage
+rxe=${ZL_VM_RXE:-2}
+if ! [[ $rxe =~ ^[0-9]+$ ]] || [ "$rxe" -lt 2 ] || [ "$rxe" -gt 16 ]; then
+	say "ZL_VM_RXE=$rxe: want 2 to 16 devices"
+	usage
+fi
 
 cwd=$(pwd -P)
 share=$(readlink -f "${share:-$cwd}") || die "bad --share directory"
@@ -414,6 +423,7 @@ done
 	printf 'ZL_VM_CWD=%q\n' "$cwd"
 	printf 'ZL_VM_SHARE=%q\n' "$share"
 	printf 'ZL_VM_MTU=%q\n' "${ZL_VM_MTU:-1500}"
+	printf 'ZL_VM_RXE=%q\n' "$rxe"
 	printf 'ZL_VM_CMD=('; for a in "$@"; do printf ' %q' "$a"; done; printf ' )\n'
 	printf 'ZL_VM_USER_ENV=('; for a in "${user_env[@]}"; do printf ' %q' "$a"; done; printf ' )\n'
 } >"$tmp/ctl/cmd"

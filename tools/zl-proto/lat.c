@@ -32,6 +32,7 @@ enum op {
 	OP_WRITE,    /* RDMA WRITE, receiver polls the trailer in memory */
 	OP_WRITE_IMM,/* WRITE_WITH_IMM, receiver polls its CQ */
 	OP_SEND,     /* SEND/RECV */
+	OP_SEND_MEM, /* SEND, the receiver polls the receive buffer (seed 003's WRITE-like send/recv) */
 	OP_IMM,      /* SEND with no payload, the 4-byte immediate only */
 	OP_READ,     /* node 0 READs node 1's slot (node 1 idle) */
 	OP_IND_DP,   /* indirect: WRITE data to slot p, then WRITE p */
@@ -91,6 +92,9 @@ __attribute__((format(printf, 2, 3), noreturn)) static void die(struct end *e, c
 	_exit(1);
 }
 
+/* UD puts the 40-byte GRH before the message in a receive buffer */
+static uint32_t grh(const struct end *e) { return e->pt->type == IBV_QPT_UD ? 40 : 0; }
+
 static uint8_t fill_byte(uint64_t seq, uint32_t j) { return (uint8_t)(seq * 151 + j * 11 + 3); }
 
 /* framed as in proto.c: u32 len | u8 mark | 3 pad | payload | u8 mark */
@@ -147,7 +151,7 @@ static void post_recvs(struct end *e, int k)
 {
 	struct ibv_recv_wr wr[RDEPTH], *bad;
 	struct ibv_sge sge[RDEPTH];
-	size_t len = e->slot + (e->pt->type == IBV_QPT_UD ? 40 : 0);
+	size_t len = e->slot + grh(e);
 	for (int i = 0; i < k; i++) {
 		uint32_t b = (e->rnext + (uint32_t)i) % RDEPTH;
 		sge[i] = (struct ibv_sge){ (uintptr_t)(e->buf + rbuf_off(e, b)), (uint32_t)len, e->mr->lkey };
@@ -290,6 +294,7 @@ static void send_msg(struct end *e, uint64_t seq)
 		post(e, wr, 1);
 		break;
 	case OP_SEND:
+	case OP_SEND_MEM:
 		build(tx(e), n, seq);
 		sge[0] = (struct ibv_sge){ (uintptr_t)tx(e), len, e->mr->lkey };
 		wr[0] = (struct ibv_send_wr){ .sg_list = sge, .num_sge = 1, .opcode = IBV_WR_SEND };
@@ -349,7 +354,7 @@ static void wait_msg(struct end *e, uint64_t seq)
 	case OP_SEND:
 	case OP_IMM: {
 		wc = wait_recv(e);
-		char *b = e->buf + rbuf_off(e, (uint32_t)wc.wr_id) + (pt->type == IBV_QPT_UD ? 40 : 0);
+		char *b = e->buf + rbuf_off(e, (uint32_t)wc.wr_id) + grh(e);
 		if (pt->op == OP_IMM) {
 			if (!(wc.wc_flags & IBV_WC_WITH_IMM) || ntohl(wc.imm_data) != (uint32_t)seq || wc.byte_len !=
 				(pt->type == IBV_QPT_UD ? 40u : 0u))
@@ -358,6 +363,25 @@ static void wait_msg(struct end *e, uint64_t seq)
 		} else if ((bad = verify(b, n, seq))) {
 			die(e, "message %llu: %s", (unsigned long long)seq, bad);
 		}
+		recv_used(e);
+		break;
+	}
+	case OP_SEND_MEM: {
+		/* receives fill in order: the next one's trailer says the
+		 * message is there; once the whole batch is used, its
+		 * completions are taken at once and the batch reposted */
+		char *b = e->buf + rbuf_off(e, (e->rnext + (uint32_t)e->consumed) % RDEPTH) + grh(e);
+		wait_mem(e, b, n);
+		settle(e, b, n, seq);
+		frame_unmark(b, n);
+		if (e->consumed + 1 >= pt->recv_batch)
+			for (int i = 0; i <= e->consumed; i++) {
+				wc = wait_recv(e);
+				if (wc.wr_id != (e->rnext + (uint32_t)i) % RDEPTH || wc.byte_len != n + 9 + grh(e))
+					die(e, "message %llu: receive completion %d of the batch is for buffer %llu, "
+					    "%u bytes", (unsigned long long)seq, i, (unsigned long long)wc.wr_id,
+					    wc.byte_len);
+			}
 		recv_used(e);
 		break;
 	}
@@ -494,6 +518,18 @@ static int points(const struct params *p, struct point *pt, int max)
 		PT(.variant = "one-by-one", .x = 1, .op = OP_SEND, .size = V);
 		PT(.variant = "aggregated", .x = 16, .op = OP_SEND, .size = V, .recv_batch = 16);
 		break;
+	case MD_WRITELIKE:
+		/* UD (messages up to the MTU, 1024 on rxe over veth): CQ
+		 * polled per message, or memory polled and the CQ drained
+		 * once all RDEPTH receives are used; both repost RDEPTH at once */
+		for (int i = 0; i < 4; i++) {
+			uint32_t s = i < 3 ? sizes[i] : 512;
+			PT(.variant = "send-recv", .x = s, .type = IBV_QPT_UD, .op = OP_SEND, .size = s,
+			   .recv_batch = RDEPTH);
+			PT(.variant = "write-like", .x = s, .type = IBV_QPT_UD, .op = OP_SEND_MEM, .size = s,
+			   .recv_batch = RDEPTH);
+		}
+		break;
 	case MD_ACK:
 		for (int t = 8; t <= 16; t += 2)
 			PT(.variant = "loss", .x = t, .op = OP_WRITE, .size = 64, .timeout = t);
@@ -589,7 +625,8 @@ static int run_point(const struct params *p, struct end *e, struct oob *o)
 	uint64_t *rtt = NULL;
 	if (e->me == 0 && !(rtt = calloc((size_t)iters, sizeof(*rtt))))
 		return -ENOMEM;
-	if (pt->op == OP_SEND || pt->op == OP_IMM || pt->op == OP_WRITE_IMM || pt->op == OP_IND_IMM)
+	if (pt->op == OP_SEND || pt->op == OP_SEND_MEM || pt->op == OP_IMM || pt->op == OP_WRITE_IMM ||
+	    pt->op == OP_IND_IMM)
 		post_recvs(e, RDEPTH);
 	if (pt->op == OP_READ && e->me == 1)
 		build(rx(e), pt->size, 1);

@@ -13,7 +13,7 @@ static const char *const pnames[PR_COUNT] = { "send-send", "send-write", "write-
 					      "write-write", "read" };
 static const char *const tnames[PT_COUNT] = { "M:1", "1:M", "M:M" };
 static const char *const mnames[MD_COUNT] = { "proto",	"qptype", "notify",	"indirect", "chain",
-					      "signal", "inline", "recvpost", "ack" };
+					      "signal", "inline", "recvpost", "writelike", "ack" };
 
 const char *proto_name(enum proto p) { return (unsigned)p < PR_COUNT ? pnames[p] : "?"; }
 const char *pattern_name(enum pattern p) { return (unsigned)p < PT_COUNT ? tnames[p] : "?"; }
@@ -98,7 +98,7 @@ void params_usage(FILE *f)
 		"                [-S n] [-R n] [-L bytes] [-V bytes] (--local | --node I --coord HOST:PORT)\n"
 		"                [--dev DEV[,DEV...]] [--gid-index n] [--time s] [--warmup s] [--timeout s]\n"
 		"                [--csv FILE] [--label TEXT] [--busy]\n"
-		"       zl-proto --mode qptype|notify|indirect|chain|signal|inline|recvpost|ack\n"
+		"       zl-proto --mode qptype|notify|indirect|chain|signal|inline|recvpost|writelike|ack\n"
 		"                (--local | --node 0|1 --coord HOST:PORT) [--dev A,B] [--iters n] [-V bytes]\n"
 		"                [--rounds n] [--ack-timeout t] [--retry n] [--csv FILE]\n"
 		"protocols: send-send send-write write-send write-write read (seed 002, RC)\n"

@@ -25,6 +25,7 @@ enum mode {
 	MD_SIGNAL,   /* signaling interval sweep */
 	MD_INLINE,   /* inline against DMA over a size sweep */
 	MD_RECVPOST, /* aggregated against one-by-one receive posting */
+	MD_WRITELIKE,/* UD SEND/RECV: CQ per message against memory polling */
 	MD_ACK,      /* retransmission latency against the ACK timeout */
 	MD_COUNT
 };
