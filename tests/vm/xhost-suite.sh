@@ -32,13 +32,10 @@ start_server() {
 # switched LOG: how many directions of its process switched to rdma
 switched() { grep -c "switched to rdma" "$1" 2>/dev/null; }
 
-# For clients that cannot bind a source address (redis-cli, pgbench): a
-# rule sends this host's unbound connections to A out of veth1 from B, as
-# if from the other host.
+# For clients that cannot bind a source address (redis-cli, pgbench)
 route_from_b() {
-	ip route add "$A/32" dev veth1 src "$C" table 12 && ip rule add pref 5 to "$A" iif lo lookup 12 ||
-		{ echo "cannot add the routing rule"; exit 1; }
-	trap 'ip rule del pref 5; ip route flush table 12; cleanup' EXIT
+	"$(dirname "$0")/from-b.sh" add || { echo "cannot add the routing rule"; exit 1; }
+	trap '"$(dirname "$0")/from-b.sh" del; cleanup' EXIT
 }
 
 # under the preload, logging to stderr (an array, not a function: a job in
@@ -159,7 +156,9 @@ postgres)
 	# ends preloaded: src/preload/progs/postgres.sh across hosts (pgbench
 	# -i, -S and TPC-B with 0 failed transactions, equal table checksums,
 	# the connections switched to rdma)
-	[ -x /usr/lib/postgresql/15/bin/postgres ] ||
+	# (its whole tree: the word "postgres" among rdma-vm.sh's arguments
+	# brings the binary alone where the host has it in PATH)
+	[ -x /usr/lib/postgresql/15/bin/initdb ] && [ -d /usr/share/postgresql/15 ] ||
 		{ echo "skip: PostgreSQL 15 not in the guest (ZL_VM_EXTRA: tests/vm/guest-programs.sh)"; exit 77; }
 	route_from_b
 	sh "$B/src/preload/progs/postgres.sh" "$RUN" "$A"
