@@ -4,10 +4,11 @@
 # has no python). Servers and clients run as $user (postgres refuses root;
 # the preload switches connections of one user only). pg_pre: the command
 # prefix of the current mode (the preload and its options), empty for none;
-# a preloaded command's standard error goes to $tmp/zl.log.
+# a preloaded command's standard error goes to $pg_log ($tmp/zl.log).
 # shellcheck shell=sh disable=SC2154 # tmp and user come from lib.sh
 pg=/usr/lib/postgresql/15/bin
 pg_pre=""
+pg_log=$tmp/zl.log
 
 pg_need() {
 	[ -x "$pg/postgres" ] || skip "PostgreSQL 15 is not installed (scripts/install-deps.sh)"
@@ -38,7 +39,7 @@ pg_fixed_sql() {
 pg_cl() { # command...: a client, as the user, in the current mode
 	if [ -n "$pg_pre" ]; then
 		# shellcheck disable=SC2086 # pg_pre is a list of words
-		as $pg_pre "$@" 2>>"$tmp/zl.log"
+		as $pg_pre "$@" 2>>"$pg_log"
 	else
 		as "$@"
 	fi
@@ -52,22 +53,23 @@ pg_initdb() {
 	echo "host all all all trust" >> "$1/data/pg_hba.conf"
 }
 
-# pg_start DIR PORT LISTEN [PREFIX...]: a server on DIR/data, its socket in
-# DIR/sock, in the current mode, once it answers
+# pg_start DIR PORT LISTEN [OPTION...]: a server on DIR/data, its socket in
+# DIR/sock, in the current mode, once it answers; else 1, and pg_err says why
 pg_start() {
 	_d=$1 _port=$2 _listen=$3
 	shift 3
 	mkdir -p "$_d/sock" && chown "$user" "$_d/sock" 2>/dev/null
-	set -- "$@" "$pg/postgres" -D "$_d/data" -k "$_d/sock" -p "$_port" \
-		-c listen_addresses="$_listen" -c fsync=off -c max_connections=60 -c jit=off
+	set -- "$pg/postgres" -D "$_d/data" -k "$_d/sock" -p "$_port" \
+		-c listen_addresses="$_listen" -c fsync=off -c max_connections=60 -c jit=off "$@"
 	if [ -n "$pg_pre" ]; then
 		# shellcheck disable=SC2086
-		as_bg $pg_pre "$@" >>"$tmp/server.out" 2>>"$tmp/zl.log"
+		as_bg $pg_pre "$@" >>"$tmp/server.out" 2>>"$pg_log"
 	else
 		as_bg "$@" >>"$tmp/server.out" 2>&1
 	fi
-	wait_for 300 "$pg/pg_isready" -q -h "$_d/sock" -p "$_port" ||
-		fail "postgres did not start: $(tail -3 "$tmp/server.out")"
+	wait_for 300 "$pg/pg_isready" -q -h "$_d/sock" -p "$_port" && return 0
+	pg_err="postgres did not start: $(grep -ah "FATAL\|ERROR\|PANIC" "$tmp/server.out" "$pg_log" 2>/dev/null | tail -2)"
+	return 1
 }
 
 pg_sums() { # host port: the tables' checksums, one line each

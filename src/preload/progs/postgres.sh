@@ -25,7 +25,7 @@ run() {
 	pg_pre=""
 	[ "$mode" = pre ] && pg_pre="env ZL_LOG=debug $ZL_RUN ${xhost:+--xhost $xhost:$port} --"
 	pg_initdb "$d"
-	pg_start "$d" "$port" "${xhost:-127.0.0.1}"
+	pg_start "$d" "$port" "${xhost:-127.0.0.1}" || fail "$mode: $pg_err"
 	if [ -n "$xhost" ]; then
 		pg_load "$mode" "$xhost" "$port"
 		set -- "$xhost"
