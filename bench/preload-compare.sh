@@ -53,7 +53,7 @@ ZL_RUN=$build/tools/zl-run
 [ -x "$ZL_RUN" ] || { echo "no $ZL_RUN: build first" >&2; exit 2; }
 rs=/usr/lib/x86_64-linux-gnu/rsocket/librspreload.so
 if [ $vm = 1 ] || [ $guest = 1 ]; then
-	rounds=${rounds:-3} secs=${secs:-5} out=${out:-$build/preload-compare-vm}
+	rounds=${rounds:-3} secs=${secs:-3} out=${out:-$build/preload-compare-vm}
 	modes="tcp zl rs" labels="tcp:TCP zl:zipline rs:rspreload" ratios="zl/rs zl/tcp rs/tcp"
 	names="redis-get-c1 redis-set-c1 redis-get-c50 redis-set-c50 pgbench-S-c1 ping-64B"
 else
@@ -107,19 +107,20 @@ fi
 . "$root/src/preload/progs/lib.sh"
 . "$root/src/preload/progs/pg.sh"
 need redis-server redis-cli redis-benchmark taskset
+[ $guest = 1 ] || need memcached memcaslap python3
 pg_need
+tmo=$((secs * 6 + 30)) # a client that hangs (rsockets may) fails its run
 echo "measure,round,mode,value,requests,rdma_pkts" > "$csv"
 : > "$errs"
 
 # ---- modes: the address servers listen on, the clients' command prefix ----------
-declare -A rport mport pgport pghost
+declare -A rport mport pgport pghost tport
 if [ $guest = 1 ]; then
 	A=$ZL_RDMA_IP_A listen=$ZL_RDMA_IP_A
 	"$root/tests/vm/from-b.sh" add || fail "cannot add the routing rule"
 else
 	A=127.0.0.1 listen=""
 fi
-declare -A tport
 for m in $modes; do
 	rport[$m]=$(free_port) mport[$m]=$(free_port) pgport[$m]=$(free_port) tport[$m]=$(free_port)
 done
@@ -133,7 +134,7 @@ pre_of() { # mode: the command prefix for that mode
 cli() { # mode command...: a client on cpu0
 	m=$1
 	shift
-	taskset -c 0 $(pre_of "$m") "$@"
+	timeout "$tmo" taskset -c 0 $(pre_of "$m") "$@"
 }
 
 # ---- servers, one of each per mode, on cpu1 ---------------------------------------
@@ -165,7 +166,7 @@ for m in $modes; do
 done
 pg_pre=""
 for m in $modes; do
-	wait_for 100 sh -c "$(pre_of "$m") redis-cli -h $A -p ${rport[$m]} ping | grep -q PONG" ||
+	wait_for 100 sh -c "timeout 10 $(pre_of "$m") redis-cli -h $A -p ${rport[$m]} ping | grep -q PONG" ||
 		down[$m,redis]="redis-server did not start: $(grep -a "Guru\|rror" "$tmp/redis-$m.out" | head -1)"
 	[ $guest = 1 ] ||
 		wait_for 100 python3 -c "import socket; socket.create_connection(('127.0.0.1', ${mport[$m]}))" ||
@@ -181,12 +182,14 @@ measure() {
 		[ -n "$n" ] || n=$((c == 1 ? 40000 : 200000))
 		cli "$m" redis-benchmark -h "$A" -p "${rport[$m]}" -t "$t" -c "$c" -P 1 -n "$n" \
 			-d 100 -r 10000 --csv > "$tmp/m.out" 2>&1
-		tail -1 "$tmp/m.out" | grep '^"' | cut -d'"' -f4 ;;
+		echo "(exit $?)" >> "$tmp/m.out"
+		grep '^"' "$tmp/m.out" | tail -1 | cut -d'"' -f4 ;;
 	pgbench-*)
 		args="-c 1"
 		case $name in *S-c8) args="-S -c 8 -j 2" ;; *S-c1) args="-S -c 1" ;; esac
-		as env PGHOST="${pghost[$m]}" PGPORT="${pgport[$m]}" PGUSER=postgres \
+		as timeout "$tmo" env PGHOST="${pghost[$m]}" PGPORT="${pgport[$m]}" PGUSER=postgres \
 			taskset -c 0 $(pre_of "$m") "$pg/pgbench" $args -T "$secs" bench > "$tmp/m.out" 2>&1
+		echo "(exit $?)" >> "$tmp/m.out"
 		sed -n 's/^tps = \([0-9.]*\) (without.*/\1/p' "$tmp/m.out" ;;
 	ping-64B) # a server per run (it serves one connection)
 		: > "$tmp/ping.out" # (here: the server may open it after wait_for looks)
@@ -196,11 +199,13 @@ measure() {
 		wait_for 100 grep -q listening "$tmp/ping.out"
 		cli "$m" "$build/src/preload/xhost_test" client "$A" "${tport[$m]}" "$ZL_RDMA_IP_B" ping \
 			"${n:-2000}" > "$tmp/m.out" 2>&1
+		echo "(exit $?)" >> "$tmp/m.out"
 		kill "$s" 2>/dev/null
 		wait "$s"
 		sed -n 's|^round trips/s: \([0-9]*\) .*|\1|p' "$tmp/m.out" ;;
 	memcached)
 		cli "$m" memcaslap -s "127.0.0.1:${mport[$m]}" -T 1 -c 4 -t "${secs}s" -X 100 > "$tmp/m.out" 2>&1
+		echo "(exit $?)" >> "$tmp/m.out"
 		sed -n 's/.*TPS: \([0-9]*\).*/\1/p' "$tmp/m.out" | tail -1 ;;
 	esac
 }
@@ -235,9 +240,7 @@ run_one() {
 	# (an rdma request and its reply are at least 2 packets on rxe0; a few
 	# come from channels still closing after the run before)
 	if [ -z "$v" ]; then
-		why="no result: $(grep -v '^ *$' "$tmp/m.out" | tail -3 | tr '\n' ' ')"
-		[[ $name == pgbench-* ]] &&
-			why="$why; server: $(grep -a "terminated by\|FATAL\|PANIC" "$tmp/pg-$m.log" | tail -1)"
+		why=$(no_result "$name" "$m")
 	elif [ $guest = 1 ] && [ "$m" != tcp ] && [ "$pk" -lt "${ops:-0}" ]; then
 		why="only $pk rxe packets for $ops requests: not over rdma"
 	elif [ $guest = 1 ] && [ "$m" = tcp ] && [ "$pk" -ge "${ops:-0}" ]; then
@@ -249,11 +252,18 @@ run_one() {
 		echo "$name,$r,$m,$v,$ops,$pk" >> "$csv"
 	fi
 }
-down_why() { # mode name: why its server is down, or nothing
+down_why() { # mode name: why its server is down or its warm-up failed, or nothing
 	case $2 in
-	redis-*) echo "${down[$1,redis]:-}" ;;
-	pgbench-*) echo "${down[$1,pg]:-}" ;;
+	redis-*) echo "${down[$1,redis]:-${down[$1,$2]:-}}" ;;
+	pgbench-*) echo "${down[$1,pg]:-${down[$1,$2]:-}}" ;;
+	*) echo "${down[$1,$2]:-}" ;;
 	esac
+}
+no_result() { # name mode: why a run gave no number (exit 124: it hung, killed)
+	local w
+	w="no result: $(grep -v '^ *$' "$tmp/m.out" | tail -3 | tr '\n' ' ')"
+	[[ $1 == pgbench-* ]] && w="$w; server: $(grep -a "terminated by\|FATAL\|PANIC" "$tmp/pg-$2.log" | tail -1)"
+	echo "$w"
 }
 fail_run() { # round mode name why pkts
 	echo "$3,$1,$2,fail,,$5" >> "$csv"
@@ -271,6 +281,8 @@ if [ $guest = 1 ]; then
 			nreq[$m,$name]=$n
 			[ -z "$(down_why "$m" "$name")" ] || continue
 			v=$(measure "$m" "$name" "$n")
+			# (a run that fails here is not tried again in this mode)
+			[ -n "$v" ] || down[$m,$name]="in the warm-up: $(no_result "$name" "$m")"
 			[ -n "$n" ] && nreq[$m,$name]=$(awk -v v="${v:-0}" -v s="$secs" -v n="$n" \
 				'BEGIN { x = int(v * s); print x < n ? n : x }')
 		done
