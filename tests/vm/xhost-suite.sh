@@ -4,8 +4,9 @@
 # VM's two addresses, 10.0.0.1 on rxe0/veth0 and 10.0.0.2 on rxe1/veth1:
 # guest-init.sh's routing rules make their traffic cross the veth pair
 # (rxe in this kernel serves only the initial network namespace, so the two
-# ends share it). Servers listen on A, clients bind B. Exit 0 pass, 1 fail,
-# 77 skip (the reason printed).
+# ends share it). Servers listen on A, clients bind B (or, for programs
+# that cannot, from-b.sh routes them). Exit 0 pass, 1 fail, 77 skip (the
+# reason printed).
 set -u
 B=${1:?usage: xhost-suite.sh BUILD_DIR CASE}
 case_=${2:?usage: xhost-suite.sh BUILD_DIR CASE}
