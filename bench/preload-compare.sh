@@ -109,7 +109,7 @@ fi
 need redis-server redis-cli redis-benchmark taskset
 [ $guest = 1 ] || need memcached memcaslap python3
 pg_need
-tmo=$((secs * 6 + 30)) # a client that hangs (rsockets may) fails its run
+tmo=$((secs * 20 + 30)) # a client that hangs (rsockets may) fails its run
 echo "measure,round,mode,value,requests,rdma_pkts" > "$csv"
 : > "$errs"
 
@@ -250,7 +250,16 @@ run_one() {
 		fail_run "$r" "$m" "$name" "$why" "$pk"
 	else
 		echo "$name,$r,$m,$v,$ops,$pk" >> "$csv"
+		fit_n "$m" "$name" "$v"
 	fi
+}
+# fit_n mode name rate: a request count that lasts about $secs seconds at
+# that rate, if more than the one set (a warm-up is slower: the emulator
+# translates code on first use), at most 4 times it (the rates swing)
+fit_n() {
+	[ -n "${nreq[$1,$2]:-}" ] || return 0
+	nreq[$1,$2]=$(awk -v v="$3" -v s="$secs" -v n="${nreq[$1,$2]}" \
+		'BEGIN { x = int(v * s); x = x > 4 * n ? 4 * n : x; print x < n ? n : x }')
 }
 down_why() { # mode name: why its server is down or its warm-up failed, or nothing
 	case $2 in
@@ -272,8 +281,8 @@ fail_run() { # round mode name why pkts
 	[ "$2" = rs ] || failed_runs=$((failed_runs + 1))
 }
 
-# In the VM, a warm-up run per mode and measurement (the emulator translates
-# code on first use) sets its request count to last about $secs seconds.
+# In the VM, a warm-up run per mode and measurement sets its request count
+# (fit_n; every later run raises it if it went faster).
 if [ $guest = 1 ]; then
 	for name in $names; do
 		for m in $modes; do
@@ -283,8 +292,7 @@ if [ $guest = 1 ]; then
 			v=$(measure "$m" "$name" "$n")
 			# (a run that fails here is not tried again in this mode)
 			[ -n "$v" ] || down[$m,$name]="in the warm-up: $(no_result "$name" "$m")"
-			[ -n "$n" ] && nreq[$m,$name]=$(awk -v v="${v:-0}" -v s="$secs" -v n="$n" \
-				'BEGIN { x = int(v * s); print x < n ? n : x }')
+			fit_n "$m" "$name" "${v:-0}"
 		done
 	done
 	echo "warm-up done" >&2
