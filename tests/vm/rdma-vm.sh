@@ -394,14 +394,15 @@ build_base_initramfs() {
 
 # The trees (ZL_VM_EXTRA directories) with their libraries, as an archive
 # cached apart from the base image (ldd on their ELF files takes ~10 s):
-# sets trees_img. Keyed by the trees' files; kept while their libraries
-# (listed in $trees_img.deps) are unchanged too.
+# sets trees_img. Keyed by the trees' files and the base image (what is
+# in it stays out); kept while their libraries (listed in $trees_img.deps)
+# are unchanged too.
 trees_img=
 build_trees_archive() {
-	local f key img saved=("${files[@]}")
+	local f key saved=("${files[@]}")
 	[ ${#trees[@]} -gt 0 ] || return 0
 	key=$({
-		echo "layout $LAYOUT_VERSION"
+		cat "$cache/initramfs-$kver.key"
 		printf '%s\n' "${skips[@]}"
 		find "${trees[@]}" -printf '%p %s %T@\n'
 	} | sha256sum | cut -c1-16)
