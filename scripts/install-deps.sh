@@ -26,6 +26,8 @@ PKGS=(
 	libucx-dev
 	# the preload's real programs (src/preload/progs): clients and servers
 	python3 postgresql-15 nginx curl libmemcached-tools
+	# rsockets' librspreload.so (bench/preload-compare.sh --vm)
+	librdmacm1
 )
 
 check_only=0

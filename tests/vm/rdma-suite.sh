@@ -159,9 +159,10 @@ fi
 # The preload across hosts (issue 19): the semantics suite across the two
 # addresses, both ends preloaded and switched; mixed peers and
 # configurations staying on TCP; kill -9 of either end mid-transfer;
-# redis-server with redis-cli and redis-benchmark (skipped without them).
+# redis-server with redis-cli and redis-benchmark, and PostgreSQL 15 with
+# pgbench (each skipped without them).
 for c in sem echo mixed_plain_server mixed_plain_client mixed_unnamed bad_config no_device \
-	kill_server kill_client redis; do
+	kill_server kill_client redis postgres; do
 	run "xhost_$c" bash "$(dirname "$0")/xhost-suite.sh" "$B" "$c"
 done
 [ ${#failed[@]} -eq 0 ] || echo "failed: ${failed[*]}"

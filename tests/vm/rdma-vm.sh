@@ -15,7 +15,7 @@ SELF_DIR=$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")
 readonly SELF_DIR GUEST_INIT="$SELF_DIR/guest-init.sh"
 
 # Bump when the initramfs layout changes, so cached images are rebuilt.
-readonly LAYOUT_VERSION=2
+readonly LAYOUT_VERSION=3
 
 # Guest modules, loaded in this order (dependencies come along via modprobe).
 # virtio/9p first, so that the guest can report later failures to the host.
@@ -47,6 +47,7 @@ readonly GUEST_BINARIES=(
 	ib_write_lat ib_send_lat ib_read_lat ib_atomic_lat
 	ib_write_bw ib_send_bw ib_read_bw ib_atomic_bw
 	rping ucmatose udaddy rdma_server rdma_client
+	setpriv
 )
 
 mem=1024
@@ -66,8 +67,8 @@ usage: rdma-vm.sh [--mem MiB] [--timeout SEC] [--share DIR] -- CMD [ARGS...]
   --timeout SEC  kill the VM after SEC seconds, exit 124 (default 600)
   --share DIR    host directory shared at the same path (default: cwd)
 env: ZL_VM_ENV="A=1 B=2" extra guest env, ZL_VM_CACHE, ZL_VM_VERBOSE=1,
-     ZL_VM_EXTRA="host files to add to the initramfs", ZL_VM_MTU (1500),
-     ZL_VM_RXE (rxe devices, 2 to 16; default 2),
+     ZL_VM_EXTRA="host files or directories to add, !PATH leaves one out",
+     ZL_VM_MTU (1500), ZL_VM_RXE (rxe devices, 2 to 16; default 2),
      ZL_VM_KERNEL_PKG (e.g. linux-image-6.1.0-28-amd64)
 EOF
 	exit 2
@@ -249,21 +250,57 @@ collect_base_files() {
 
 # The command and any ELF arguments (e.g. `valgrind ./t`) and ZL_VM_EXTRA:
 # their libraries; files outside the share are copied themselves too.
+# ZL_VM_EXTRA may also name directories (their whole trees, in trees[]) and
+# !PATH entries, left out of those trees (in skips[]).
+trees=() skips=()
 collect_cmd_files() {
-	local arg p f
-	for arg in "$@" ${ZL_VM_EXTRA:-}; do
+	local arg
+	for arg in "$@"; do collect_cmd_file "$arg"; done
+	for arg in ${ZL_VM_EXTRA:-}; do
 		case $arg in
-		*/*) p=$arg ;;
-		*) p=$(type -P -- "$arg" 2>/dev/null) || continue ;;
+		!*) skips+=("${arg#!}") ;;
+		*)
+			if [ -d "$arg" ]; then
+				trees+=("$(readlink -f "$arg")")
+			else
+				collect_cmd_file "$arg"
+			fi ;;
 		esac
-		f=$(readlink -f "$p" 2>/dev/null) || continue
-		[ -f "$f" ] || continue
-		# Those in the share are visible in the guest already. Others go in by
-		# the name given: stage_file adds a symlink's target too, and a link's
-		# name can matter (redis-server -> redis-check-rdb picks by argv[0]).
-		[[ $f == "$share"/* ]] || files+=("$p")
-		add_deps "$f"
 	done
+}
+collect_cmd_file() {
+	local p f
+	case $1 in
+	*/*) p=$1 ;;
+	*) p=$(type -P -- "$1" 2>/dev/null) || return 0 ;;
+	esac
+	f=$(readlink -f "$p" 2>/dev/null) || return 0
+	[ -f "$f" ] || return 0
+	# Those in the share are visible in the guest already. Others go in by
+	# the name given: stage_file adds a symlink's target too, and a link's
+	# name can matter (redis-server -> redis-check-rdb picks by argv[0]).
+	[[ $f == "$share"/* ]] || files+=("$p")
+	add_deps "$f"
+}
+
+# The libraries of the ELF files in a tree (the magic read by bash: a tree
+# can hold thousands of files, and two forks each cost seconds).
+collect_tree_deps() {
+	local f magic s prune=() LC_ALL=C
+	for s in "${skips[@]}"; do prune+=(-path "$s" -prune -o); done
+	while IFS= read -r -d '' f; do
+		read -r -N 4 magic <"$f" 2>/dev/null || continue
+		[ "$magic" = $'\x7fELF' ] && add_deps "$f"
+	done < <(find "$1" "${prune[@]}" -type f -print0)
+}
+
+# Copy the trees (less the skipped paths) into the staging tree, in one tar.
+stage_trees() {
+	local s ex=()
+	[ ${#trees[@]} -gt 0 ] || return 0
+	for s in "${skips[@]}"; do ex+=("--exclude=${s#/}"); done
+	tar -C / -cf - "${ex[@]}" "${trees[@]#/}" | tar -C "$stage" -xf - ||
+		die "cannot copy ${trees[*]}"
 }
 
 # Copy one host path into the staging tree, following symlink chains so that
@@ -348,8 +385,10 @@ build_base_initramfs() {
 	done
 	depmod -b "$stage" "$kver" || die "depmod for the initramfs failed"
 	printf '%s\n' "${mod_names[@]}" >"$stage/etc/zl-vm-modules"
-	printf 'root:x:0:0:root:/root:/bin/bash\n' >"$stage/etc/passwd"
-	printf 'root:x:0:\n' >"$stage/etc/group"
+	# nobody: for servers that refuse to run as root (postgres), via setpriv
+	printf 'root:x:0:0:root:/root:/bin/bash\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n' \
+		>"$stage/etc/passwd"
+	printf 'root:x:0:\nnogroup:x:65534:\n' >"$stage/etc/group"
 	printf '127.0.0.1 localhost\n10.0.0.1 rxe-a\n10.0.0.2 rxe-b\n' >"$stage/etc/hosts"
 	install -m 0755 "$GUEST_INIT" "$stage/init"
 	make_cpio "$stage" "$img.tmp" || die "cpio failed"
@@ -361,23 +400,67 @@ build_base_initramfs() {
 	stage=
 }
 
+# The trees (ZL_VM_EXTRA directories) with their libraries, as an archive
+# cached apart from the base image (ldd on their ELF files takes ~10 s):
+# sets trees_img. Keyed by the trees' files and the base image (what is
+# in it stays out); kept while their libraries (listed in $trees_img.deps)
+# are unchanged too.
+trees_img=
+build_trees_archive() {
+	local f key saved=("${files[@]}")
+	[ ${#trees[@]} -gt 0 ] || return 0
+	key=$({
+		cat "$cache/initramfs-$kver.key"
+		printf '%s\n' "${skips[@]}"
+		find "${trees[@]}" -printf '%p %s %T@\n'
+	} | sha256sum | cut -c1-16)
+	trees_img=$cache/trees-$key.cpio
+	if [ -f "$trees_img" ] && [ -f "$trees_img.deps" ] &&
+		[ "$(xargs -r stat -L -c '%n %s %Y' <"$trees_img.deps" 2>&1)" = "$(cat "$trees_img.stat")" ]; then
+		return 0
+	fi
+	say "building the archive of ${trees[*]}"
+	files=()
+	for f in "${trees[@]}"; do collect_tree_deps "$f"; done
+	mapfile -t files < <(printf '%s\n' "${files[@]}" | sort -u)
+	stage=$(mktemp -d "$cache/stage.XXXXXX") || die "mktemp failed"
+	stage_trees
+	for f in "${files[@]}"; do stage_file "$f"; done
+	rm -f "$cache"/trees-*.cpio*
+	make_cpio "$stage" "$trees_img.tmp" || die "cpio failed"
+	printf '%s\n' "${files[@]}" >"$trees_img.deps"
+	xargs -r stat -L -c '%n %s %Y' <"$trees_img.deps" >"$trees_img.stat" 2>&1
+	mv "$trees_img.tmp" "$trees_img"
+	rm -rf "$stage"
+	stage=
+	files=("${saved[@]}")
+}
+
 # Sets initrd: the base image, plus (concatenated: the kernel unpacks each
-# archive in turn) an archive with what the command needs beyond it.
+# archive in turn) the trees' archive and one with what the command needs
+# beyond them.
 build_initramfs() {
-	local f p
+	local f p parts
 	build_base_initramfs
-	initrd=$base_img
 	files=()
 	collect_cmd_files "$@"
-	[ ${#files[@]} -gt 0 ] || return 0
 	while read -r p; do in_base[$p]=1; done <"$base_img.files"
-	stage=$tmp/extra
-	mkdir -p "$stage"
-	for f in "${files[@]}"; do stage_file "$f"; done
-	stage=
-	[ -n "$(find "$tmp/extra" ! -type d -print -quit)" ] || return 0
-	make_cpio "$tmp/extra" "$tmp/extra.cpio" || die "cpio failed"
-	cat "$base_img" "$tmp/extra.cpio" >"$tmp/initrd.cpio" || die "cannot write $tmp"
+	build_trees_archive
+	parts=("$base_img")
+	[ -n "$trees_img" ] && parts+=("$trees_img")
+	if [ ${#files[@]} -gt 0 ]; then
+		stage=$tmp/extra
+		mkdir -p "$stage"
+		for f in "${files[@]}"; do stage_file "$f"; done
+		stage=
+		if [ -n "$(find "$tmp/extra" ! -type d -print -quit)" ]; then
+			make_cpio "$tmp/extra" "$tmp/extra.cpio" || die "cpio failed"
+			parts+=("$tmp/extra.cpio")
+		fi
+	fi
+	initrd=$base_img
+	[ ${#parts[@]} -gt 1 ] || return 0
+	cat "${parts[@]}" >"$tmp/initrd.cpio" || die "cannot write $tmp"
 	initrd=$tmp/initrd.cpio
 }
 

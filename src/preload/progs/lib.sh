@@ -18,9 +18,14 @@ fail() { echo "FAIL: $*"; exit 1; }
 skip() { echo "SKIP: $*"; exit 77; }
 need() { for c in "$@"; do command -v "$c" >/dev/null 2>&1 || skip "$c is not installed (scripts/install-deps.sh)"; done; }
 
-# A TCP port nobody listens on now.
+# A TCP port nobody listens on now (without python, as in the RDMA VM's
+# guest where nothing else runs: a random one).
 free_port() {
-	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+	if command -v python3 >/dev/null; then
+		python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+	else
+		echo $((20000 + $(od -An -N2 -tu2 /dev/urandom) % 20000))
+	fi
 }
 
 # Wait until CMD succeeds, at most $1 tenths of a second.
@@ -49,12 +54,14 @@ pre_bg() { ZL_LOG=debug setsid "$ZL_RUN" -- "$@" >>"$tmp/server.out" 2>>"$tmp/zl
 plain_bg() { setsid "$@" >>"$tmp/server.out" 2>&1 & pids="$pids $!"; }
 
 # as_user CMD...: run as the unprivileged user that servers refusing root
-# need ($user, nobody when we are root); as_bg: the same as a server, in
-# the background and its own process group (stopped on exit).
+# need ($user, nobody when we are root; util-linux's setpriv, not runuser:
+# the RDMA VM's guest has no PAM, and its busybox sh would run its own
+# setpriv, which cannot change users); as_bg: the same as a server, in the
+# background and its own process group (stopped on exit).
 if [ "$(id -u)" = 0 ]; then
 	user=nobody
-	as() { runuser -u "$user" -- "$@"; }
-	as_bg() { setsid runuser -u "$user" -- "$@" & pids="$pids $!"; }
+	as() { /usr/bin/setpriv --reuid="$user" --regid="$(id -g "$user")" --clear-groups -- "$@"; }
+	as_bg() { setsid /usr/bin/setpriv --reuid="$user" --regid="$(id -g "$user")" --clear-groups -- "$@" & pids="$pids $!"; }
 else
 	user=$(id -un)
 	as() { "$@"; }

@@ -7,7 +7,7 @@
 # change user, and the preload switches only connections of one user).
 ZL_RUN=$1
 . "$(dirname "$0")/lib.sh"
-need curl sha256sum runuser
+need curl sha256sum setpriv
 ngx=$(command -v nginx || echo /usr/sbin/nginx)
 [ -x "$ngx" ] || skip "nginx is not installed (scripts/install-deps.sh)"
 chmod 755 "$tmp"
