@@ -285,6 +285,7 @@ static struct {
 	int (*writable)(zl_channel *, size_t, int64_t);
 	int (*fd)(zl_channel *);
 	int (*arm)(zl_channel *);
+	int (*info)(const zl_channel *, struct zl_channel_info *); /* optional */
 } zl;
 static pthread_once_t lib_once = PTHREAD_ONCE_INIT;
 static bool lib_ok;
@@ -312,6 +313,7 @@ static void lib_load(void)
 		  S(peek, "zl_recv_peek") && S(release, "zl_recv_release") &&
 		  S(max_inline, "zl_max_inline") && S(writable, "zl_wait_writable") &&
 		  S(fd, "zl_channel_fd") && S(arm, "zl_channel_arm");
+	S(info, "zl_channel_info");
 #undef S
 	if (!ok)
 		ZL_LOG(ZL_LOG_WARN, "preload: the zipline library has no rdma transport: no "
@@ -1839,6 +1841,23 @@ size_t zx_tx_room(struct zsock *z)
 
 /* ---- the end ---------------------------------------------------------- */
 
+/* What the channel cost, at close (info level): the verbs work per
+ * message of a real program. */
+static void say_counts(struct zsock *z, struct zx *x)
+{
+	struct zl_channel_info in;
+	if (!zl.info || zl_log_level_active < ZL_LOG_INFO || zl.info(x->ch, &in))
+		return;
+	ZL_LOG(ZL_LOG_INFO, "preload: fd %d (%s): rdma channel at close: %llu messages sent, "
+	       "%llu received; %llu work requests in %llu posts (%llu signaled), %llu receives "
+	       "posted, %llu wake-ups sent, %llu arms, %llu sleeps", z->fd, x->s->desc,
+	       (unsigned long long)in.msgs_sent, (unsigned long long)in.msgs_recv,
+	       (unsigned long long)in.verbs.wr_posted, (unsigned long long)in.verbs.post_calls,
+	       (unsigned long long)in.verbs.wr_signaled,
+	       (unsigned long long)in.verbs.recv_post_calls, (unsigned long long)in.wakeups_sent,
+	       (unsigned long long)in.arms, (unsigned long long)in.sleeps);
+}
+
 /* The program's last fd for it closed: our end of stream on the channel,
  * then the channel (the peer sees its side connection end with the TCP
  * connection, which the caller closes next). A forked child never touches
@@ -1893,6 +1912,7 @@ void zx_closed(struct zsock *z)
 			zl.release(x->ch);
 		x->msg = NULL;
 		zp_inside++;
+		say_counts(z, x);
 		zl.close(x->ch);
 		zp_inside--;
 		x->ch = NULL;
