@@ -620,6 +620,7 @@ if [ $inside = 1 ]; then
 				[ $rc = 0 ] && break
 				why="$why${why:+; then }exit $rc: $(grep -m1 -i "error\|fail\|lost\|bad\|timed out" "$data/run.out" | cut -c1-160)"
 			done
+			rm -f "$data/run.out"
 			[ -z "$why" ] && continue
 			if [ $rc = 0 ]; then
 				echo "round $round: $pr $1 N=$2 S=$3 R=$4 V=$5: $why; passed when run again" >> "$data/retried.txt"

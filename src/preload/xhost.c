@@ -44,9 +44,10 @@
  * that forks right after accept(2) and closes its copy thus sets it up in
  * the child that serves. Only a process that holds the socket alone takes
  * the channel (a count of holders in the shared state): a forked copy that
- * took it and then exited would take the connection down with it. What all processes holding the socket must agree on (each
- * direction's TCP position, the proofs, the owner's pid) lives in a memfd,
- * as the rings do on one host, so fork and exec keep one view.
+ * took it and then exited would take the connection down with it. What
+ * all processes holding the socket must agree on (each direction's TCP
+ * position, the proofs, the owner's pid) lives in a memfd, as the rings do
+ * on one host, so fork and exec keep one view.
  *
  * Switching, each direction on its own (as sock.c does on one host): the
  * owner, once the peer is proven and the channel is up, sends 'S'{k} on
@@ -1975,7 +1976,6 @@ void zx_fork_count(struct zsock *z, int d)
 void zx_atfork_child(struct zsock *z)
 {
 	struct zx *x = z->xh;
-
 	pthread_mutex_init(&x->rx_lock, NULL);
 	pthread_mutex_init(&x->tx_lock, NULL);
 	pthread_mutex_init(&x->setup_lock, NULL);
