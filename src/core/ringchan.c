@@ -156,7 +156,7 @@ static int state_err(struct zl_ringchan *rc)
 /* After publishing our read position: fence against the sender's
  * arm-then-recheck (it waits for room), then wake it if it sleeps. wakeups:
  * the counter of the thread calling (send or receive side). */
-static inline void notify_tx(struct zl_ringchan *rc, uint64_t *wakeups)
+static inline bool notify_tx(struct zl_ringchan *rc, uint64_t *wakeups)
 {
 	fast_fence(rc);
 	uint32_t f = atomic_load_explicit(rc->peer_tx_sleeping, memory_order_relaxed);
@@ -164,7 +164,9 @@ static inline void notify_tx(struct zl_ringchan *rc, uint64_t *wakeups)
 	    f != ZL_TX_DEMAND) {
 		(*wakeups)++;
 		rc->link->wake(rc, ZL_DIR_TX);
+		return true;
 	}
+	return false;
 }
 
 /* The sending side answers the peer's demand for our read position, after
@@ -210,7 +212,7 @@ static void core_publish(void *ctx, uint64_t rpos)
 {
 	struct zl_ringchan *rc = ctx;
 	rc->publish_rpos(rc, rpos);
-	notify_tx(rc, &rc->rx_wakeups_sent);
+	rc->rpos_answered = notify_tx(rc, &rc->rx_wakeups_sent);
 }
 
 void zl_ringchan_init(struct zl_ringchan *rc, const struct zl_opts *o, uint64_t peer_max_msg,
@@ -286,11 +288,20 @@ static int check_alive(struct zl_ringchan *rc)
 	return rc->peer_closed ? -ECONNRESET : 0;
 }
 
-/* The sender short of room raised its flag: give it our read position. */
+/* The sender short of room raised its flag: give it our read position.
+ * Without fences between the two ends (a link without demand: rdma), its
+ * flag and our last publication can cross in flight, each missing the
+ * other; so a flag that shows up with nothing new to publish still gets a
+ * wake-up, once per publication (the sender then sees that publication:
+ * the wake-up comes after it on the one connection). */
 static inline void serve_rpos_demand(struct zl_ringchan *rc)
 {
-	if (atomic_load_explicit(rc->peer_tx_sleeping, memory_order_relaxed))
-		zl_ring_rx_flush_rpos(&rc->rx);
+	if (!atomic_load_explicit(rc->peer_tx_sleeping, memory_order_relaxed))
+		return;
+	if (rc->rx.published != rc->rx.rpos)
+		zl_ring_publish_now(&rc->rx);
+	else if (!rc->link->demand && !rc->rpos_answered)
+		rc->rpos_answered = notify_tx(rc, &rc->rx_wakeups_sent);
 }
 
 /*
@@ -334,10 +345,21 @@ static int arm_dir(struct zl_ringchan *rc, enum zl_dir d)
 	return 0;
 }
 
+/* Before an RX arm: publish what we consumed, which a sender waiting for
+ * room may need while we sleep. Where its TX arm wakes us (rx_self_wake),
+ * only when it asks: we wake and publish when it does. */
+static inline void rpos_before_sleep(struct zl_ringchan *rc)
+{
+	if (rc->link->rx_self_wake && !rc->rx_pokes)
+		serve_rpos_demand(rc);
+	else
+		zl_ring_rx_flush_rpos(&rc->rx);
+}
+
 /* Publish what we consumed (a sleeping receiver owes it), then arm RX. */
 static int arm_rx(struct zl_ringchan *rc)
 {
-	zl_ring_rx_flush_rpos(&rc->rx);
+	rpos_before_sleep(rc);
 	return arm_dir(rc, ZL_DIR_RX);
 }
 
@@ -390,7 +412,7 @@ static int wait_for(struct zl_ringchan *rc, enum zl_dir d, int64_t *dl, cond_fn 
 	}
 	if (*dl == 0) {
 		if (d == ZL_DIR_RX) {
-			zl_ring_rx_flush_rpos(&rc->rx);
+			rpos_before_sleep(rc);
 			/* make the fd fire on the next record; in manual mode the
 			 * owner drains and arms (zl_channel_arm) before it sleeps */
 			if (rc->fd_mode && !rc->manual_arm) {
@@ -448,7 +470,7 @@ static int wait_for(struct zl_ringchan *rc, enum zl_dir d, int64_t *dl, cond_fn 
 		/* publish before the fence: a sender that raised its flag after
 		 * our fence then sees our position (the fences order us) */
 		if (d == ZL_DIR_RX)
-			zl_ring_rx_flush_rpos(&rc->rx);
+			rpos_before_sleep(rc);
 		else
 			serve_rpos_from_tx(rc);
 		if ((r = arm_dir(rc, d)))
@@ -1203,6 +1225,8 @@ static int rc_settle(zl_channel *ch, bool arm)
 	drain_rx(rc);
 	if (rc->peer_closed)
 		return -ECONNRESET;
+	if (arm)
+		rc->rx_pokes = true;
 	return arm ? arm_rx(rc) : 0;
 }
 

@@ -12,7 +12,10 @@
  * progress visible (a record, or a new read position), fences and checks
  * the flag; if set, it clears it and wakes the sleeper through the link.
  * The two fences make it impossible for both to miss each other (see the
- * top of ringchan.c for which fences, and when they are cheap).
+ * top of ringchan.c for which fences, and when they are cheap). A link
+ * whose records wake a sleeping receiver by themselves (rx_self_wake: rdma
+ * split, where each record completes on the receive CQ) arms RX without
+ * telling the peer.
  *
  * The receiver publishes its read position every publish_every bytes,
  * before it sleeps or returns -EAGAIN from a poll, and on demand: a sender
@@ -47,6 +50,11 @@ struct zl_ring_link_ops {
 	/* Set the flag that tells the peer this side sleeps waiting for data
 	 * (RX) or for room (TX). 0 or -errno. */
 	int (*arm)(struct zl_ringchan *rc, enum zl_dir d);
+	/* Every record wakes a sleeping receiver by itself, and so does the
+	 * peer's TX arm (rdma split: both complete on the receive CQ). An RX
+	 * arm then tells the peer nothing, and a receiver about to sleep owes
+	 * its read position only when the peer's TX flag asks for it. */
+	bool rx_self_wake;
 	/* Optional: ask the peer for its read position while this side only
 	 * spins (ZL_TX_DEMAND in the flag the TX arm sets): the peer publishes
 	 * and does not wake us. Without it a sender short of room arms. */
@@ -107,6 +115,10 @@ struct zl_ringchan {
 	bool fd_mode;           /* zl_channel_fd was called */
 	bool manual_arm;        /* the owner arms (the arm op): empty polls do not */
 	bool rx_armed;          /* armed for RX since the last drain */
+	bool rpos_answered;     /* our last read position woke the sender */
+	bool rx_pokes;          /* the owner arms for pokes (settle): an RX arm
+				 * must reach the peer even with rx_self_wake,
+				 * one-sided writes complete nowhere here */
 	bool asym;              /* both ends registered for membarrier(2) */
 	bool peeked;            /* a zl_recv_peek is open */
 	const uint8_t *rec_p;   /* the record rx_ready found */

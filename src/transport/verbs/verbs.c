@@ -32,6 +32,15 @@
  * receive CQ and its completion channel. A flag WRITE and a data WRITE can
  * cross in flight, so a sleeper also re-checks its ring every millisecond:
  * a lost wakeup costs at most 1 ms, never a hang.
+ *   A split receiver needs none of that: every record completes on its
+ * receive CQ, so it arms by requesting a completion event and writes
+ * nothing (ibv_req_notify_cq, then a look at the CQ, then sleep: a record
+ * placed after the request raises the event). A sender waiting for room
+ * writes its flag with an immediate (IMM_ARM_TX), so that flag, too, wakes
+ * a split receiver, which then publishes its read position
+ * (ringchan.c: link->rx_self_wake). A sleeping ping-pong then costs one
+ * work request per message instead of four (record, read position, flag,
+ * wakeup).
  *
  * One-sided access (zl_onesided_ops in internal.h): a device is opened
  * once per process and its protection domain shared by all channels on it,
@@ -65,6 +74,7 @@
 #define RQ_DEPTH 512   /* split: one receive per record in flight */
 #define RECV_BATCH 32  /* receives given back at once on the message path */
 #define IMM_DATA 2     /* immediate data of a record (wakeups send 0 or 1) */
+#define IMM_ARM_TX 3   /* a sender's flag: it waits for room */
 
 enum rd_mode { RD_SINGLE = 0, RD_SPLIT2 = 1, RD_SPLIT = 2 };
 static const char *const mode_name[] = { "single", "split2", "split" };
@@ -118,6 +128,7 @@ struct rd_chan {
 	struct zl_ringchan rc;
 	int sock, epfd;
 	int tfd; /* fd mode: ends a sleep on the fd after SAFETY_SLEEP_US */
+	bool t_set;      /* the timer runs or fired and was not read yet */
 	bool t_quiet;    /* the timer fired with nothing seen since our arm */
 	uint64_t t_seq;  /* rx.seq then */
 	struct rd_dev *dev;
@@ -481,12 +492,14 @@ static int rd_push(void *ctx, uint32_t off, uint32_t len)
 /* A small inline WRITE of n words into the peer's control block. Each use
  * has its own source slots; values written there only ever grow (rpos) or
  * repeat (flags), so a late DMA read would still send a good value. */
-static int write_words(struct rd_chan *v, size_t field, const uint64_t *val, int n, int slot)
+static int write_words(struct rd_chan *v, size_t field, const uint64_t *val, int n, int slot,
+		       uint32_t imm)
 {
 	lock(v);
 	memcpy(&v->ctl->src[slot], val, sizeof(uint64_t) * (size_t)n);
-	int r = post_locked(v, IBV_WR_RDMA_WRITE, &v->ctl->src[slot], 8u * (uint32_t)n,
-			    v->ctl_mr->lkey, v->peer.ctl_addr + field, v->peer.ctl_rkey, 0);
+	int r = post_locked(v, imm ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE,
+			    &v->ctl->src[slot], 8u * (uint32_t)n, v->ctl_mr->lkey,
+			    v->peer.ctl_addr + field, v->peer.ctl_rkey, imm);
 	unlock(v);
 	return r;
 }
@@ -496,7 +509,7 @@ static int write_words(struct rd_chan *v, size_t field, const uint64_t *val, int
 static void rd_publish(struct zl_ringchan *rc, uint64_t rpos)
 {
 	uint64_t pair[2] = { rpos, zl_rpos_check(rpos, rc->rx.key) };
-	write_words(RD(rc), offsetof(struct rd_ctl, rpos), pair, 2, 0);
+	write_words(RD(rc), offsetof(struct rd_ctl, rpos), pair, 2, 0, 0);
 }
 
 static int rd_arm(struct zl_ringchan *rc, enum zl_dir d)
@@ -506,6 +519,8 @@ static int rd_arm(struct zl_ringchan *rc, enum zl_dir d)
 	/* the flag is 32 bits; write the whole aligned word around it */
 	uint64_t one = 1;
 	struct rd_chan *v = RD(rc);
+	if (d == ZL_DIR_RX && rc->link->rx_self_wake && !rc->rx_pokes) /* a record wakes us */
+		return ibv_req_notify_cq(v->rcq, 0) ? -ECONNRESET : 0;
 	/* A flag WRITE and the peer's data WRITE can cross in flight, so no
 	 * fence makes an arm safe: sleeps end after SAFETY_SLEEP_US to look
 	 * again, and in fd mode a timer makes the fd readable then. */
@@ -518,9 +533,10 @@ static int rd_arm(struct zl_ringchan *rc, enum zl_dir d)
 		struct itimerspec t = { .it_value = { 0, SAFETY_SLEEP_US * 1000 } };
 		zl_rc_syscall(rc, 1);
 		timerfd_settime(v->tfd, 0, &t, NULL);
+		v->t_set = true;
 		v->t_quiet = false;
 	}
-	return write_words(v, f, &one, 1, d == ZL_DIR_RX ? 2 : 3);
+	return write_words(v, f, &one, 1, d == ZL_DIR_RX ? 2 : 3, d == ZL_DIR_TX ? IMM_ARM_TX : 0);
 }
 
 static int rd_wake(struct zl_ringchan *rc, enum zl_dir d)
@@ -548,11 +564,11 @@ static int post_recvs(struct rd_chan *v, int n)
 }
 
 /* Take completions off the receive CQ, count the records among them
- * (split) and give the receive slots back: a batch at a time on the
- * message path (flush false), all of them before sleeping or when
- * checking the peer. Returns how many completions there were. Either
- * thread may get here; the other one simply skips. */
-static int drain_rcq(struct rd_chan *v, bool flush)
+ * (split) and give the receive slots back a batch at a time (the rest of
+ * the RQ_DEPTH stay posted, and a record wakes a sleeper: nothing is owed
+ * before a sleep). Returns how many completions there were. Either thread
+ * may get here; the other one simply skips. */
+static int drain_rcq(struct rd_chan *v)
 {
 	if (atomic_flag_test_and_set_explicit(&v->rq_lock, memory_order_acquire))
 		return 0;
@@ -577,7 +593,7 @@ static int drain_rcq(struct rd_chan *v, bool flush)
 	if (records)
 		atomic_fetch_add_explicit(&v->avail, records, memory_order_release);
 	v->recv_owed += (uint32_t)got;
-	if (v->recv_owed >= (flush ? 1u : RECV_BATCH)) {
+	if (v->recv_owed >= RECV_BATCH) {
 		if (post_recvs(v, (int)v->recv_owed))
 			v->qp_failed = true;
 		v->recv_owed = 0;
@@ -596,7 +612,7 @@ static void rd_progress(struct zl_ringchan *rc)
 	if (atomic_load_explicit(&v->avail, memory_order_relaxed) > rc->rx.seq ||
 	    !zl_ring_rx_tag_seen(&rc->rx))
 		return;
-	drain_rcq(v, false);
+	drain_rcq(v);
 }
 
 /* Take completion-channel events and acknowledge each at once: both the
@@ -627,10 +643,11 @@ static int rd_drain(struct zl_ringchan *rc)
 {
 	struct rd_chan *v = RD(rc);
 	bool fired = false;
-	if (v->tfd >= 0) {
+	if (v->t_set) {
 		uint64_t n;
 		zl_rc_syscall(rc, 1);
 		fired = read(v->tfd, &n, sizeof(n)) == (ssize_t)sizeof(n);
+		v->t_set = !fired;
 	}
 	if (take_events(v))
 		v->t_quiet = false;
@@ -638,9 +655,12 @@ static int rd_drain(struct zl_ringchan *rc)
 		v->t_quiet = true;
 		v->t_seq = rc->rx.seq;
 	}
-	drain_rcq(v, true);
-	ibv_req_notify_cq(v->rcq, 0);
-	drain_rcq(v, true);
+	drain_rcq(v);
+	/* a self-woken receiver requests its event when it arms (rd_arm) */
+	if (!rc->link->rx_self_wake || rc->rx_pokes) {
+		ibv_req_notify_cq(v->rcq, 0);
+		drain_rcq(v);
+	}
 	return v->qp_failed ? -ECONNRESET : sock_gone(v);
 }
 
@@ -650,11 +670,7 @@ static int rd_alive(struct zl_ringchan *rc)
 	lock(v);
 	int r = reap(v);
 	unlock(v);
-	/* receives go back a batch at a time here too: a liveness check comes
-	 * every millisecond of waiting, and posting the few owed ones each time
-	 * cost a post_recv per 5 messages of a split ping-pong in the VM (all
-	 * of them go back before a sleep, in rd_sleep and rd_drain) */
-	drain_rcq(v, false);
+	drain_rcq(v);
 	return r || v->qp_failed ? -ECONNRESET : sock_gone(v);
 }
 
@@ -663,7 +679,7 @@ static int rd_sleep(struct zl_ringchan *rc, enum zl_dir d, int64_t deadline)
 	struct rd_chan *v = RD(rc);
 	if (ibv_req_notify_cq(v->rcq, 0))
 		return -ECONNRESET;
-	if (drain_rcq(v, true))
+	if (drain_rcq(v))
 		return 0; /* a wakeup was already queued */
 	int64_t cap = zl_now_us() + SAFETY_SLEEP_US;
 	struct pollfd p[2] = {
@@ -676,7 +692,7 @@ static int rd_sleep(struct zl_ringchan *rc, enum zl_dir d, int64_t deadline)
 		return -ECONNRESET;
 	if (n > 0 && p[0].revents) {
 		take_events(v);
-		drain_rcq(v, true);
+		drain_rcq(v);
 	}
 	return rd_alive(rc);
 }
@@ -801,6 +817,7 @@ static const struct zl_ring_link_ops rd_link = {
 static const struct zl_ring_link_ops rd_link_split = {
 	.name = "rdma",
 	.poll_hard = true,
+	.rx_self_wake = true,
 	.arm = rd_arm,
 	.wake = rd_wake,
 	.sleep = rd_sleep,

@@ -4,7 +4,8 @@
  * VM (tests/vm/rdma-vm.sh), which sets ZL_RDMA_*; exits 77 elsewhere.
  *
  *   verbs_test CASE [single|split|auto]
- *   CASE: sizes | kill | memlock | hostile | rkey | auto | ring | stall | counts
+ *   CASE: sizes | kill | memlock | hostile | rkey | auto | ring | stall | counts |
+ *         sleepcounts
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -60,6 +61,27 @@ static void fill(uint8_t *p, size_t n, uint32_t seed)
 		p[i] = (uint8_t)(seed * 31 + i * 7);
 }
 
+/* A receive that sleeps on the channel fd whenever nothing is there, as an
+ * event loop does (zl_channel_arm, then poll); *sleeps counts the polls. */
+static int recv_sleeping(zl_channel *ch, void *buf, size_t cap, size_t *len, uint64_t *sleeps)
+{
+	struct pollfd p = { .fd = zl_channel_fd(ch), .events = POLLIN };
+	for (;;) {
+		int r = zl_recv(ch, buf, cap, len, 0);
+		if (r != -EAGAIN)
+			return r;
+		if ((r = zl_channel_arm(ch)) == -EBUSY)
+			continue;
+		if (r)
+			return r;
+		(*sleeps)++;
+		if (poll(&p, 1, TMO / 1000) != 1)
+			return -ETIMEDOUT;
+	}
+}
+
+static bool echo_sleeps; /* spawn_echo's peer sleeps on its fd between messages */
+
 /* An echo peer in a child process; returns its pid. */
 static pid_t spawn_echo(const char *u)
 {
@@ -74,7 +96,9 @@ static pid_t spawn_echo(const char *u)
 		printf("echo peer: connect: %s\n", zl_strerror(r));
 		_exit(2);
 	}
-	while (!(r = zl_recv(ch, buf, sizeof(buf), &len, TMO)) &&
+	uint64_t sleeps = 0;
+	while (!(r = echo_sleeps ? recv_sleeping(ch, buf, sizeof(buf), &len, &sleeps)
+				 : zl_recv(ch, buf, sizeof(buf), &len, TMO)) &&
 	       !(r = zl_send(ch, buf, len, TMO)))
 		;
 	if (r != -ECONNRESET)
@@ -445,13 +469,20 @@ static void case_auto(void)
 }
 
 /* What a 64 B ping-pong costs in verbs calls per message, from the
- * channel's own counters over a spinning ping-pong (no sleeps, so no arms
- * or wake-ups): every count is checked against what the protocol says,
- * exactly, and printed per message. */
-static void case_counts(void)
+ * channel's own counters: every count is checked against what the protocol
+ * says, exactly, and printed per message.
+ *   Spinning (sleep false): no sleeps, so no arms or wake-ups.
+ *   Sleeping (sleep true: both ends wait for each message asleep on the
+ * channel fd, as an event loop does, zl_channel_arm then poll): a split
+ * receiver is woken by the record's own completion, so a message
+ * costs its record alone; in single and split2 each arm writes a flag and
+ * each wake-up is a WRITE_WITH_IMM, on top of the records. */
+static void case_counts(bool sleep)
 {
 	enum { WARM = 200, N = 2000, SIZE = 64 };
-	struct pair p = echo_pair(7609, "&spin_us=-1");
+	echo_sleeps = sleep;
+	struct pair p = echo_pair(sleep ? 7610 : 7609, "&spin_us=-1");
+	uint64_t sleeps = 0;
 	zl_channel *ch = p.ch;
 	uint8_t buf[SIZE];
 	size_t len;
@@ -461,7 +492,10 @@ static void case_counts(void)
 			zl_channel_info(ch, &a);
 		fill(buf, SIZE, (uint32_t)i);
 		CHECK_RC(zl_send(ch, buf, SIZE, TMO), 0);
-		CHECK_RC(zl_recv(ch, buf, sizeof(buf), &len, TMO), 0);
+		if (sleep)
+			CHECK_RC(recv_sleeping(ch, buf, sizeof(buf), &len, &sleeps), 0);
+		else
+			CHECK_RC(zl_recv(ch, buf, sizeof(buf), &len, TMO), 0);
 	}
 	zl_channel_info(ch, &b);
 	const struct zl_verbs_counts *x = &a.verbs, *y = &b.verbs;
@@ -469,7 +503,14 @@ static void case_counts(void)
 	uint64_t wr = y->wr_posted - x->wr_posted, posts = y->post_calls - x->post_calls;
 	uint64_t bytes = y->bytes_posted - x->bytes_posted, inl = y->wr_inline - x->wr_inline;
 	uint64_t sig = y->wr_signaled - x->wr_signaled;
-	if (msgs != N || b.arms != a.arms || b.wakeups_sent != a.wakeups_sent || b.sleeps != a.sleeps)
+	uint64_t arms = b.arms - a.arms, wakes = b.wakeups_sent - a.wakeups_sent;
+	bool split = !strcmp(order, "split");
+	if (sleep && (msgs != N || !sleeps))
+		FAIL("%llu messages, %llu sleeps: not a sleeping ping-pong",
+		     (unsigned long long)msgs, (unsigned long long)sleeps);
+	if (sleep && split && wakes)
+		FAIL("%llu wake-ups sent: a split receiver needs none", (unsigned long long)wakes);
+	if (!sleep && (msgs != N || arms || wakes || b.sleeps != a.sleeps))
 		FAIL("%llu messages, %llu arms, %llu wake-ups, %llu sleeps: not a spinning ping-pong",
 		     (unsigned long long)msgs, (unsigned long long)(b.arms - a.arms),
 		     (unsigned long long)(b.wakeups_sent - a.wakeups_sent),
@@ -479,16 +520,21 @@ static void case_counts(void)
 		FAIL("counts needs an explicit order (single, split, split2)");
 	/* split2 writes a record as its data and then its tag */
 	uint64_t rec = 16 + SIZE + 8, per = strcmp(order, "split2") ? 1 : 2;
-	/* read positions: one 16-byte WRITE (position and check word) each */
-	if (wr != N * per + rpos)
-		FAIL("%llu work requests for %d records (%llu each) and %llu read positions",
-		     (unsigned long long)wr, N, (unsigned long long)per, (unsigned long long)rpos);
-	if (posts != N + rpos)
-		FAIL("%llu ibv_post_send calls for %d records and %llu read positions: want one "
-		     "each", (unsigned long long)posts, N, (unsigned long long)rpos);
-	if (bytes != N * rec + rpos * 16)
+	/* read positions: one 16-byte WRITE (position and check word) each;
+	 * flags (arms, but not a split receiver's): one 8-byte WRITE each;
+	 * wake-ups: one zero-byte WRITE_WITH_IMM each */
+	uint64_t flags = split ? 0 : arms;
+	if (wr != N * per + rpos + flags + wakes)
+		FAIL("%llu work requests for %d records (%llu each), %llu read positions, %llu "
+		     "flags and %llu wake-ups", (unsigned long long)wr, N, (unsigned long long)per,
+		     (unsigned long long)rpos, (unsigned long long)flags, (unsigned long long)wakes);
+	if (posts != N + rpos + flags + wakes)
+		FAIL("%llu ibv_post_send calls for %d records, %llu read positions, %llu flags and "
+		     "%llu wake-ups: want one each", (unsigned long long)posts, N,
+		     (unsigned long long)rpos, (unsigned long long)flags, (unsigned long long)wakes);
+	if (bytes != N * rec + rpos * 16 + flags * 8)
 		FAIL("%llu bytes posted, want %llu", (unsigned long long)bytes,
-		     (unsigned long long)(N * rec + rpos * 16));
+		     (unsigned long long)(N * rec + rpos * 16 + flags * 8));
 	if (inl != wr)
 		FAIL("%llu of %llu work requests inline", (unsigned long long)inl,
 		     (unsigned long long)wr);
@@ -496,14 +542,15 @@ static void case_counts(void)
 		FAIL("%llu of %llu work requests signaled, want one in %d",
 		     (unsigned long long)y->wr_signaled, (unsigned long long)y->wr_posted,
 		     ZL_RD_SIGNAL_EVERY);
-	printf("counts: order=%s, %d round trips of %d B, per message sent: %.4f work requests, "
+	printf("%s: order=%s, %d round trips of %d B, per message sent: %.4f work requests, "
 	       "%.4f ibv_post_send, %.4f signaled, %.4f inline, %.2f bytes, %.4f send-CQ polls, "
-	       "%.4f receive-CQ polls, %.4f ibv_post_recv (%llu read positions)\n",
-	       order, N, SIZE, (double)wr / N, (double)posts / N, (double)sig / N,
+	       "%.4f receive-CQ polls, %.4f ibv_post_recv (%llu read positions, %llu arms, %llu "
+	       "wake-ups, %llu sleeps)\n", sleep ? "sleepcounts" : "counts", order, N, SIZE, (double)wr / N, (double)posts / N, (double)sig / N,
 	       (double)inl / N, (double)bytes / N,
 	       (double)(y->send_cq_polls - x->send_cq_polls) / N,
 	       (double)(y->recv_cq_polls - x->recv_cq_polls) / N,
-	       (double)(y->recv_post_calls - x->recv_post_calls) / N, (unsigned long long)rpos);
+	       (double)(y->recv_post_calls - x->recv_post_calls) / N, (unsigned long long)rpos,
+	       (unsigned long long)arms, (unsigned long long)wakes, (unsigned long long)sleeps);
 	pair_close(&p);
 }
 
@@ -540,7 +587,9 @@ int main(int argc, char **argv)
 	else if (!strcmp(argv[1], "stall"))
 		case_stall();
 	else if (!strcmp(argv[1], "counts"))
-		case_counts();
+		case_counts(false);
+	else if (!strcmp(argv[1], "sleepcounts"))
+		case_counts(true);
 	else
 		return 2;
 	printf("PASS verbs_test %s %s\n", argv[1], order);
