@@ -456,6 +456,7 @@ struct zx {
 	int ep;                 /* where we sleep: the TCP socket, the channel fd,
 				 * and evfd (the setup's end) */
 	int evfd;
+	bool ev_taken;          /* the setup's end was read off evfd (rx_lock) */
 	pthread_mutex_t rx_lock, tx_lock;
 	/* receiving (rx_lock) */
 	int64_t partial_since;
@@ -1382,9 +1383,12 @@ static int64_t deadline_of(struct zsock *z, int flags, int64_t t)
 static void drain_ev(struct zx *x)
 {
 	uint64_t v;
-	if (atomic_load(&x->setup) >= SU_READY && x->evfd >= 0 &&
-	    zp_real.read(x->evfd, &v, sizeof(v)) == sizeof(v))
+	/* written once: a read per arm after that would be a wasted call */
+	if (!x->ev_taken && atomic_load(&x->setup) >= SU_READY && x->evfd >= 0 &&
+	    zp_real.read(x->evfd, &v, sizeof(v)) == sizeof(v)) {
+		x->ev_taken = true;
 		ZL_LOG(ZL_LOG_DEBUG, "preload: %s: the rdma setup ended", x->s->desc);
+	}
 }
 
 /* Sleep until the socket may have moved (no lock held): the TCP socket or

@@ -146,6 +146,10 @@ struct rd_chan {
 	uint8_t tx_mode, rx_mode;
 	_Atomic uint64_t avail;  /* split: records whose completion we saw */
 	atomic_flag rq_lock;
+	/* The receive CQ may raise an event: it was armed, or an event waits
+	 * on the channel fd. Set before each request, cleared before events
+	 * are taken, so it is never set while neither holds. */
+	_Atomic bool cq_armed;
 	uint32_t recv_owed;      /* receives taken and not yet posted again */
 	/* send-queue accounting; the lock lets one thread send while another
 	 * receives (both post to the one send queue) */
@@ -504,6 +508,16 @@ static int write_words(struct rd_chan *v, size_t field, const uint64_t *val, int
 	return r;
 }
 
+/* Request a receive-CQ event; unless always, not while one may still
+ * come (cq_armed): the request is a system call on some providers. */
+static int arm_cq(struct rd_chan *v, bool always)
+{
+	if (!always && atomic_load_explicit(&v->cq_armed, memory_order_relaxed))
+		return 0;
+	atomic_store_explicit(&v->cq_armed, true, memory_order_relaxed);
+	return ibv_req_notify_cq(v->rcq, 0) ? -ECONNRESET : 0;
+}
+
 /* ---- link operations ----------------------------------------------------- */
 
 static void rd_publish(struct zl_ringchan *rc, uint64_t rpos)
@@ -520,7 +534,7 @@ static int rd_arm(struct zl_ringchan *rc, enum zl_dir d)
 	uint64_t one = 1;
 	struct rd_chan *v = RD(rc);
 	if (d == ZL_DIR_RX && rc->link->rx_self_wake && !rc->rx_pokes) /* a record wakes us */
-		return ibv_req_notify_cq(v->rcq, 0) ? -ECONNRESET : 0;
+		return arm_cq(v, false);
 	/* A flag WRITE and the peer's data WRITE can cross in flight, so no
 	 * fence makes an arm safe: sleeps end after SAFETY_SLEEP_US to look
 	 * again, and in fd mode a timer makes the fd readable then. */
@@ -615,16 +629,18 @@ static void rd_progress(struct zl_ringchan *rc)
 	drain_rcq(v);
 }
 
-/* Take completion-channel events and acknowledge each at once: both the
- * sending and the receiving thread may get here, and ibv_destroy_cq waits
- * for every event to be acknowledged, so a shared count could hang it. */
-static int take_events(struct rd_chan *v)
+/* Take completion-channel events (at most max) and acknowledge each at
+ * once: both the sending and the receiving thread may get here, and
+ * ibv_destroy_cq waits for every event to be acknowledged, so a shared
+ * count could hang it. */
+static int take_events(struct rd_chan *v, int max)
 {
 	struct ibv_cq *cq;
 	void *cq_ctx;
 	int n = 0;
+	atomic_store_explicit(&v->cq_armed, false, memory_order_relaxed);
 	zl_rc_syscall(&v->rc, 1);
-	while (!ibv_get_cq_event(v->chan, &cq, &cq_ctx)) {
+	while (n < max && !ibv_get_cq_event(v->chan, &cq, &cq_ctx)) {
 		zl_rc_syscall(&v->rc, 1);
 		ibv_ack_cq_events(cq, 1);
 		n++;
@@ -639,9 +655,30 @@ static int sock_gone(struct rd_chan *v)
 	return poll(&p, 1, 0) > 0 ? -ECONNRESET : 0;
 }
 
+/* A self-woken receiver's drain: one look at the channel fd and the side
+ * socket. Nothing there: no event came since the last request, which
+ * therefore still stands (no new one needed when it arms). An event: take
+ * it (one per request; a second, from a request racing the sending
+ * thread's sleep, keeps the fd readable for the next look). */
+static int drain_self_woken(struct rd_chan *v)
+{
+	struct pollfd p[2] = {
+		{ .fd = v->chan->fd, .events = POLLIN },
+		{ .fd = v->sock, .events = POLLIN | POLLRDHUP },
+	};
+	zl_rc_syscall(&v->rc, 1);
+	if (poll(p, 2, 0) > 0 && p[0].revents) {
+		take_events(v, 1);
+		drain_rcq(v);
+	}
+	return v->qp_failed || p[1].revents ? -ECONNRESET : 0;
+}
+
 static int rd_drain(struct zl_ringchan *rc)
 {
 	struct rd_chan *v = RD(rc);
+	if (rc->link->rx_self_wake && !rc->rx_pokes)
+		return drain_self_woken(v);
 	bool fired = false;
 	if (v->t_set) {
 		uint64_t n;
@@ -649,18 +686,15 @@ static int rd_drain(struct zl_ringchan *rc)
 		fired = read(v->tfd, &n, sizeof(n)) == (ssize_t)sizeof(n);
 		v->t_set = !fired;
 	}
-	if (take_events(v))
+	if (take_events(v, INT32_MAX))
 		v->t_quiet = false;
 	else if (fired) {
 		v->t_quiet = true;
 		v->t_seq = rc->rx.seq;
 	}
 	drain_rcq(v);
-	/* a self-woken receiver requests its event when it arms (rd_arm) */
-	if (!rc->link->rx_self_wake || rc->rx_pokes) {
-		ibv_req_notify_cq(v->rcq, 0);
-		drain_rcq(v);
-	}
+	arm_cq(v, true);
+	drain_rcq(v);
 	return v->qp_failed ? -ECONNRESET : sock_gone(v);
 }
 
@@ -677,7 +711,7 @@ static int rd_alive(struct zl_ringchan *rc)
 static int rd_sleep(struct zl_ringchan *rc, enum zl_dir d, int64_t deadline)
 {
 	struct rd_chan *v = RD(rc);
-	if (ibv_req_notify_cq(v->rcq, 0))
+	if (arm_cq(v, true))
 		return -ECONNRESET;
 	if (drain_rcq(v))
 		return 0; /* a wakeup was already queued */
@@ -691,7 +725,7 @@ static int rd_sleep(struct zl_ringchan *rc, enum zl_dir d, int64_t deadline)
 	if (n > 0 && p[1].revents)
 		return -ECONNRESET;
 	if (n > 0 && p[0].revents) {
-		take_events(v);
+		take_events(v, INT32_MAX);
 		drain_rcq(v);
 	}
 	return rd_alive(rc);
@@ -717,7 +751,7 @@ static int rd_fd(struct zl_ringchan *rc)
 			close(tfd);
 		return e;
 	}
-	ibv_req_notify_cq(v->rcq, 0);
+	arm_cq(v, true);
 	v->epfd = ep;
 	v->tfd = tfd;
 	return ep;
