@@ -600,6 +600,21 @@ if [ $inside = 1 ]; then
 	csv=$data/proto.csv vcsv=$data/verbs.csv
 	t0=$(date +%s)
 	declare -A done_cfg
+	# after a failed run, what rxe and the network saw (counters since
+	# boot, kernel messages): the evidence for why a QP went to ERR
+	rxe_state() { # label
+		local d f c=0 a b r
+		echo "--- rxe state after the failed run $1:"
+		for d in /sys/class/infiniband/rxe*; do
+			for f in "$d"/ports/1/hw_counters/*; do
+				[ "$(cat "$f")" = 0 ] || echo "${d##*/} ${f##*/} $(cat "$f")"
+			done
+		done
+		while read -r a b r; do echo "softnet cpu$c dropped $((0x$b))"; c=$((c + 1)); done < /proc/net/softnet_stat
+		tc qdisc show | grep -v noqueue
+		dmesg | tail -n 20
+		echo "--- end of rxe state"
+	}
 	one() { # pattern N S R V [protocols]: side by side, each once a round
 		local c="$1 $2 $3 $4 $5" pr
 		[ -n "${done_cfg[$round $c]:-}" ] && return 0
@@ -618,6 +633,7 @@ if [ $inside = 1 ]; then
 				rc=$?
 				cat "$data/run.out" >> "$data/runs.log"
 				[ $rc = 0 ] && break
+				rxe_state "$pr $1 N=$2 S=$3 R=$4 V=$5 attempt $k" >> "$data/runs.log"
 				why="$why${why:+; then }exit $rc: $(grep -m1 -i "error\|fail\|lost\|bad\|timed out" "$data/run.out" | cut -c1-160)"
 			done
 			rm -f "$data/run.out"

@@ -56,7 +56,7 @@ struct conn {
 	struct ibv_qp *qp;
 	char *req, *rsp;     /* local slot arrays */
 	uint64_t rreq, rrsp; /* the peer's */
-	uint32_t rkey;
+	uint32_t rkey, rqpn;
 	uint64_t posted, done; /* send WRs posted, and known complete */
 	uint64_t last_sig;
 	/* requester end: what each slot waits for */
@@ -346,6 +346,8 @@ static int got_request(struct worker *w, struct conn *c, char *buf, int b)
 	return 1;
 }
 
+static int poll_cq(struct worker *w);
+
 static void check_qps(struct worker *w, uint64_t now)
 {
 	/* a QP in ERR without a CQE (nothing outstanding on it) is seen here;
@@ -356,9 +358,14 @@ static void check_qps(struct worker *w, uint64_t now)
 	struct conn *c = &w->c[w->check_next++ % w->nc];
 	struct ibv_qp_attr a;
 	struct ibv_qp_init_attr ia;
-	if (!ibv_query_qp(c->qp, &a, IBV_QP_STATE, &ia) && a.qp_state == IBV_QPS_ERR)
-		die(w, "QP to node %d thread %d is in state %s", c->l.peer, c->l.pthread,
-		    qp_state_name(a.qp_state));
+	if (ibv_query_qp(c->qp, &a, IBV_QP_STATE, &ia) || a.qp_state != IBV_QPS_ERR)
+		return;
+	/* the error CQE, if there is one, names the cause: it may have
+	 * arrived since this loop last polled (poll_cq dies on it) */
+	poll_cq(w);
+	die(w, "QP %s:%u to node %d thread %d (QP %u) is in state %s with no error completion on this end "
+	       "(the QP was the responder of a request it refused, or its peer's CQE says why)",
+	    w->nd->d.name, c->qp->qp_num, c->l.peer, c->l.pthread, c->rqpn, qp_state_name(a.qp_state));
 }
 
 static int poll_cq(struct worker *w)
@@ -373,8 +380,11 @@ static int poll_cq(struct worker *w)
 		int kind = (int)(wc[i].wr_id >> 32 & 0xff);
 		uint32_t low = (uint32_t)wc[i].wr_id;
 		if (wc[i].status != IBV_WC_SUCCESS)
-			die(w, "QP to node %d thread %d: %s (vendor error 0x%x)%s", c->l.peer, c->l.pthread,
-			    ibv_wc_status_str(wc[i].status), wc[i].vendor_err,
+			die(w, "QP %s:%u to node %d thread %d (QP %u): work completion error: %s "
+			       "(status %d, vendor error 0x%x, %s)%s",
+			    nd->d.name, wc[i].qp_num, c->l.peer, c->l.pthread, c->rqpn,
+			    ibv_wc_status_str(wc[i].status), (int)wc[i].status, wc[i].vendor_err,
+			    kind == W_SEND ? "SEND/WRITE" : kind == W_READ ? "READ" : "RECV",
 			    wc[i].status == IBV_WC_RETRY_EXC_ERR ? ": the peer does not answer (died?)" : "");
 		if (kind == W_SEND) {
 			c->done = c->posted - (uint32_t)((uint32_t)c->posted - low);
@@ -614,6 +624,7 @@ static int setup(struct node *nd, struct oob *o)
 			if ((r = qp_connect(&nd->d, c->qp, mine, peer, &qo)))
 				return r;
 			c->rkey = peer->rkey;
+			c->rqpn = peer->qpn;
 			c->rreq = peer->addr;
 			c->rrsp = peer->addr + (uint64_t)p->R * nd->Ls;
 			/* receives before the barrier: the first SEND finds one */
