@@ -1086,19 +1086,34 @@ static int parse_params(const struct zl_url *u, struct rd_params *p)
 }
 
 /* A RoCE v2 GID with an IPv4-mapped address, else RoCE v2, else index 0. */
+/* RoCE v2 first, then an IPv4-mapped address. */
+static int gid_score(const struct ibv_gid_entry *e)
+{
+	static const uint8_t v4map[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+	return (e->gid_type == IBV_GID_TYPE_ROCE_V2) * 2 + !memcmp(e->gid.raw, v4map, 12);
+}
+
 static int pick_gid(struct rd_chan *v, const struct rd_params *p, int tbl_len, union ibv_gid *gid)
 {
 	int best = -1, best_score = -1;
-	for (int i = 0; p->gid_index < 0 && i < tbl_len; i++) {
+	/* the valid entries in one call (a query per index was a system call
+	 * each: 1,024 of them per connection on rxe) */
+	size_t cap = (size_t)tbl_len * 4;
+	struct ibv_gid_entry *tbl = p->gid_index < 0 ? calloc(cap, sizeof(*tbl)) : NULL;
+	ssize_t n = tbl ? ibv_query_gid_table(v->ctx, tbl, cap, 0) : -1;
+	for (ssize_t i = 0; i < n; i++)
+		if (tbl[i].port_num == (uint32_t)p->port && gid_score(&tbl[i]) > best_score) {
+			best = (int)tbl[i].gid_index;
+			best_score = gid_score(&tbl[i]);
+		}
+	free(tbl);
+	for (int i = 0; p->gid_index < 0 && n < 0 && i < tbl_len; i++) {
 		struct ibv_gid_entry e;
 		if (ibv_query_gid_ex(v->ctx, (uint8_t)p->port, (uint32_t)i, &e, 0))
 			continue;
-		static const uint8_t v4map[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
-		int score = (e.gid_type == IBV_GID_TYPE_ROCE_V2) * 2 +
-			    !memcmp(e.gid.raw, v4map, 12);
-		if (score > best_score) {
+		if (gid_score(&e) > best_score) {
 			best = i;
-			best_score = score;
+			best_score = gid_score(&e);
 		}
 	}
 	int idx = p->gid_index >= 0 ? p->gid_index : best < 0 ? 0 : best;
