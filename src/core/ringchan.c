@@ -350,7 +350,7 @@ static int arm_dir(struct zl_ringchan *rc, enum zl_dir d)
  * only when it asks: we wake and publish when it does. */
 static inline void rpos_before_sleep(struct zl_ringchan *rc)
 {
-	if (rc->link->rx_self_wake && !rc->rx_pokes)
+	if (zl_rc_self_woken(rc))
 		serve_rpos_demand(rc);
 	else
 		zl_ring_rx_flush_rpos(&rc->rx);

@@ -533,7 +533,7 @@ static int rd_arm(struct zl_ringchan *rc, enum zl_dir d)
 	/* the flag is 32 bits; write the whole aligned word around it */
 	uint64_t one = 1;
 	struct rd_chan *v = RD(rc);
-	if (d == ZL_DIR_RX && rc->link->rx_self_wake && !rc->rx_pokes) /* a record wakes us */
+	if (d == ZL_DIR_RX && zl_rc_self_woken(rc)) /* a record wakes us */
 		return arm_cq(v, false);
 	/* A flag WRITE and the peer's data WRITE can cross in flight, so no
 	 * fence makes an arm safe: sleeps end after SAFETY_SLEEP_US to look
@@ -677,7 +677,7 @@ static int drain_self_woken(struct rd_chan *v)
 static int rd_drain(struct zl_ringchan *rc)
 {
 	struct rd_chan *v = RD(rc);
-	if (rc->link->rx_self_wake && !rc->rx_pokes)
+	if (zl_rc_self_woken(rc))
 		return drain_self_woken(v);
 	bool fired = false;
 	if (v->t_set) {
@@ -1085,7 +1085,6 @@ static int parse_params(const struct zl_url *u, struct rd_params *p)
 	return 0;
 }
 
-/* A RoCE v2 GID with an IPv4-mapped address, else RoCE v2, else index 0. */
 /* RoCE v2 first, then an IPv4-mapped address. */
 static int gid_score(const struct ibv_gid_entry *e)
 {
@@ -1093,6 +1092,7 @@ static int gid_score(const struct ibv_gid_entry *e)
 	return (e->gid_type == IBV_GID_TYPE_ROCE_V2) * 2 + !memcmp(e->gid.raw, v4map, 12);
 }
 
+/* A RoCE v2 GID with an IPv4-mapped address, else RoCE v2, else index 0. */
 static int pick_gid(struct rd_chan *v, const struct rd_params *p, int tbl_len, union ibv_gid *gid)
 {
 	int best = -1, best_score = -1;
@@ -1101,19 +1101,22 @@ static int pick_gid(struct rd_chan *v, const struct rd_params *p, int tbl_len, u
 	size_t cap = (size_t)tbl_len * 4;
 	struct ibv_gid_entry *tbl = p->gid_index < 0 ? calloc(cap, sizeof(*tbl)) : NULL;
 	ssize_t n = tbl ? ibv_query_gid_table(v->ctx, tbl, cap, 0) : -1;
-	for (ssize_t i = 0; i < n; i++)
-		if (tbl[i].port_num == (uint32_t)p->port && gid_score(&tbl[i]) > best_score) {
+	for (ssize_t i = 0; i < n; i++) {
+		int score = gid_score(&tbl[i]);
+		if (tbl[i].port_num == (uint32_t)p->port && score > best_score) {
 			best = (int)tbl[i].gid_index;
-			best_score = gid_score(&tbl[i]);
+			best_score = score;
 		}
+	}
 	free(tbl);
 	for (int i = 0; p->gid_index < 0 && n < 0 && i < tbl_len; i++) {
 		struct ibv_gid_entry e;
 		if (ibv_query_gid_ex(v->ctx, (uint8_t)p->port, (uint32_t)i, &e, 0))
 			continue;
-		if (gid_score(&e) > best_score) {
+		int score = gid_score(&e);
+		if (score > best_score) {
 			best = i;
-			best_score = gid_score(&e);
+			best_score = score;
 		}
 	}
 	int idx = p->gid_index >= 0 ? p->gid_index : best < 0 ? 0 : best;

@@ -545,8 +545,8 @@ static void case_counts(bool sleep)
 	printf("%s: order=%s, %d round trips of %d B, per message sent: %.4f work requests, "
 	       "%.4f ibv_post_send, %.4f signaled, %.4f inline, %.2f bytes, %.4f send-CQ polls, "
 	       "%.4f receive-CQ polls, %.4f ibv_post_recv (%llu read positions, %llu arms, %llu "
-	       "wake-ups, %llu sleeps)\n", sleep ? "sleepcounts" : "counts", order, N, SIZE, (double)wr / N, (double)posts / N, (double)sig / N,
-	       (double)inl / N, (double)bytes / N,
+	       "wake-ups, %llu sleeps)\n", sleep ? "sleepcounts" : "counts", order, N, SIZE,
+	       (double)wr / N, (double)posts / N, (double)sig / N, (double)inl / N, (double)bytes / N,
 	       (double)(y->send_cq_polls - x->send_cq_polls) / N,
 	       (double)(y->recv_cq_polls - x->recv_cq_polls) / N,
 	       (double)(y->recv_post_calls - x->recv_post_calls) / N, (unsigned long long)rpos,
