@@ -42,6 +42,27 @@ static struct os_sess *sess_find(struct zl_kvos *s, uint64_t client)
 	return NULL;
 }
 
+/* A slot for client id's new session: one without a window, or the one
+ * whose window is id's own (its expired session's: id is in this call, so
+ * it uses the old window no more). Never a slot whose window another
+ * client's expired session kept: that client may be reading through it
+ * right now, and closing it would fail its queue pair (-ECONNRESET). Such
+ * a window goes when its client speaks again or its connection ends. */
+static struct os_sess *free_slot(struct zl_kvos *s, uint64_t id)
+{
+	struct os_sess *any = NULL;
+	for (uint32_t i = 0; i < s->o.max_clients; i++) {
+		struct os_sess *c = &s->sess[i];
+		if (c->client)
+			continue;
+		if (c->win && c->win_client == id)
+			return c;
+		if (!c->win && !any)
+			any = c;
+	}
+	return any;
+}
+
 void os_sess_drop(struct zl_kvos *s, struct os_sess *c, bool expired)
 {
 	if (c->win && !expired) {
@@ -135,11 +156,11 @@ static int on_hello(zl_req *req, void *arg)
 	struct os_sess *c = sess_find(s, id);
 	if (c)
 		os_sess_drop(s, c, false); /* a new session starts clean */
-	c = sess_find(s, 0);
+	c = free_slot(s, id);
 	if (!c) {
 		r.status = -EUSERS;
 	} else {
-		if (c->win) /* an expired session's, kept until now (gc.c) */
+		if (c->win) /* our own expired session's, kept until now (gc.c) */
 			s->ops->win_close(c->win);
 		*c = (struct os_sess){ .client = id, .session = ++s->next_session,
 				       .last_hb = zl_now_us() };

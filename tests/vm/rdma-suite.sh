@@ -75,7 +75,7 @@ done
 # The one-sided store (src/onesided) over rdma: the server on rxe0, its
 # clients on rxe1, through READ, WRITE and CMP_AND_SWP on the chunk.
 export ZL_OS_TEST_SCHEME=rdma
-for t in os_basic os_lin os_crash os_gc os_hostile os_batch; do
+for t in os_basic os_lin os_crash os_gc os_hostile os_batch os_slot; do
 	[ -x "$B/tests/$t" ] && run "${t}_rdma" "$B/tests/$t"
 done
 unset ZL_OS_TEST_SCHEME
