@@ -8,8 +8,7 @@
  * logged with its invocation and response time (CLOCK_MONOTONIC, ns) in
  * memory shared before fork; afterwards the parent checks the history.
  *
- * Odd clients send their operations in batches of 1..8 (zl_kv_batch), on
- * shm:
+ * Odd clients send their operations in batches of 1..8 (zl_kv_batch):
  * each logged with the batch's times, so they may take effect in any
  * order among themselves.
  *
@@ -938,7 +937,7 @@ static void client(struct shared *sh, int id, uint64_t seed, int64_t run_ns)
 		int64_t t = now_ns();
 		if (t >= end)
 			break;
-		if ((id & 1) && !ost_rdma()) { /* odd clients: batches (shm; see main) */
+		if (id & 1) { /* odd clients: batches */
 			n = batch(kv, log, n, id, &seq, &g);
 			atomic_store_explicit(&sh->n[id], n, memory_order_release);
 			continue;
@@ -986,9 +985,6 @@ int main(void)
 	for (int k = 0; k < NKEYS; k++)
 		klens[k] = (size_t)snprintf(keys[k], sizeof(keys[k]), "lin/%d", k);
 	uint64_t seed = tl_seed();
-	if (ost_rdma()) /* os_batch covers batches over rdma with one client */
-		printf("batching clients: shm only (over rdma, one VM run in seven had a client's "
-		       "connection reset with them; not yet understood)\n");
 	int64_t run_ns = 1500 * 1000000ll; /* sanitizers: fewer operations in it */
 
 	/* the clients first: fork only while this process has one thread (a
