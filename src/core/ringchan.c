@@ -703,8 +703,13 @@ static int rc_sendv(zl_channel *ch, const struct zl_msgvec *v, size_t n, int64_t
 		begin(rc);
 	for (; i < n; i++) {
 		size_t len = v[i].len;
-		if (ZL_LIKELY(tx_clear(rc) && len <= rc->send_max && len <= maxp &&
-			      ++rc->ops_since_check < ALIVE_EVERY_OPS)) {
+		/* the liveness check in place: it must not split the batch */
+		if (ZL_UNLIKELY(++rc->ops_since_check >= ALIVE_EVERY_OPS)) {
+			rc->ops_since_check = 0;
+			if ((r = check_alive(rc)))
+				break;
+		}
+		if (ZL_LIKELY(tx_clear(rc) && len <= rc->send_max && len <= maxp)) {
 			r = len <= SMALL_MSG
 				    ? zl_ring_tx_put(&rc->tx, v[i].buf, (uint32_t)len, ZL_REC_MSG)
 				    : -EAGAIN;
