@@ -61,6 +61,7 @@ for order in split single split2; do
 	run "stream_rdma_$order" bash -c 'stream_rdma "$0"' "$order"
 	run "verbs_counts_$order" "$B/src/transport/verbs/verbs_test" counts "$order"
 	run "verbs_sleepcounts_$order" "$B/src/transport/verbs/verbs_test" sleepcounts "$order"
+	run "verbs_batchcounts_$order" "$B/src/transport/verbs/verbs_test" batchcounts "$order"
 done
 # The N:1 server over rdma:// (the mailbox written through memory windows),
 # fewer clients than on the host, and rogue clients against the windows.

@@ -18,9 +18,10 @@
  * its ring and says so in the handshake:
  *   single  one WRITE per record; the footer lands last. Only where data is
  *           placed in order (order=auto picks it then).
- *   split   one WRITE_WITH_IMM per record; the receiver delivers a record
- *           only after its receive completion, which RC reports only once
- *           the data is placed (order=auto picks it otherwise).
+ *   split   one WRITE_WITH_IMM per record (zl_sendv: per run of adjacent
+ *           records, the immediate saying how many); the receiver delivers
+ *           a record only after its receive completion, which RC reports
+ *           only once the data is placed (order=auto picks it otherwise).
  *   split2  a WRITE of [off+8, end), then the 8-byte htag in a second WRITE
  *           (ring layout TAG_FIRST): RC executes WRITEs in order. Twice the
  *           packets of split; kept for comparison.
@@ -75,6 +76,7 @@
 #define RECV_BATCH 32  /* receives given back at once on the message path */
 #define IMM_DATA 2     /* immediate data of a record (wakeups send 0 or 1) */
 #define IMM_ARM_TX 3   /* a sender's flag: it waits for room */
+#define IMM_RECS 0x100 /* | n: n adjacent records in one WRITE (RD_MODE_NIMM) */
 
 enum rd_mode { RD_SINGLE = 0, RD_SPLIT2 = 1, RD_SPLIT = 2 };
 static const char *const mode_name[] = { "single", "split2", "split" };
@@ -161,8 +163,9 @@ struct rd_chan {
 	/* zl_sendv: records held from batch_begin to batch_end (sending
 	 * thread only; posted under the lock) */
 	bool batching;
+	bool tx_nimm; /* the peer takes IMM_RECS (split) */
 	uint32_t nheld;
-	struct { uint32_t off, len; } held[BATCH_MAX];
+	struct { uint32_t off, len, n; } held[BATCH_MAX];
 	/* verbs counters (zl_channel_info): written by the thread holding the
 	 * lock (send queue) or rq_lock (receive CQ), read by any */
 	_Atomic uint64_t n_wr, n_post, n_signaled, n_inline, n_bytes, n_scq_polls;
@@ -400,9 +403,10 @@ static int post(struct rd_chan *v, enum ibv_wr_opcode op, const void *src, uint3
 }
 
 /* Post the held records as one chain: one WRITE per run of adjacent
- * records (single), one WRITE_WITH_IMM per record (split: the receiver
- * counts records by their completions), or a data WRITE and a tag WRITE per
- * record (split2). Caller holds the lock. */
+ * records (single), one WRITE_WITH_IMM per run (split: the receiver counts
+ * records by their completions, so the immediate says how many; a
+ * completion means the whole WRITE is placed), or a data WRITE and a tag
+ * WRITE per record (split2). Caller holds the lock. */
 static int post_held_locked(struct rd_chan *v)
 {
 	struct ibv_send_wr wr[2 * BATCH_MAX];
@@ -416,8 +420,9 @@ static int post_held_locked(struct rd_chan *v)
 				base + off, rk, 0);
 			k++;
 		} else if (v->tx_mode == RD_SPLIT) {
+			uint32_t n = v->held[i].n;
 			prep_wr(v, &wr[k], &sge[k], IBV_WR_RDMA_WRITE_WITH_IMM, v->stage + off, len,
-				lk, base + off, rk, IMM_DATA);
+				lk, base + off, rk, n == 1 ? IMM_DATA : IMM_RECS | n);
 			k++;
 		} else {
 			prep_wr(v, &wr[k], &sge[k], IBV_WR_RDMA_WRITE, v->stage + off + 8, len - 8,
@@ -448,12 +453,16 @@ static int rd_batch_end(struct zl_ringchan *rc)
 	return r;
 }
 
-/* Hold a record for post_held_locked (adjacent records merge in single). */
+/* Hold a record for post_held_locked (adjacent records merge in single,
+ * and in split where the peer counts them: RD_MODE_NIMM). */
 static int hold(struct rd_chan *v, uint32_t off, uint32_t len)
 {
 	uint32_t n = v->nheld;
-	if (n && v->tx_mode == RD_SINGLE && v->held[n - 1].off + v->held[n - 1].len == off) {
+	bool merge = v->tx_mode == RD_SINGLE ||
+		     (v->tx_mode == RD_SPLIT && v->tx_nimm && n && v->held[n - 1].n < BATCH_MAX);
+	if (n && merge && v->held[n - 1].off + v->held[n - 1].len == off) {
 		v->held[n - 1].len += len;
+		v->held[n - 1].n++;
 		return 0;
 	}
 	if (n == BATCH_MAX) {
@@ -462,9 +471,12 @@ static int hold(struct rd_chan *v, uint32_t off, uint32_t len)
 		unlock(v);
 		if (r)
 			return r;
+		n = 0;
 	}
-	v->held[v->nheld].off = off;
-	v->held[v->nheld++].len = len;
+	v->held[n].off = off;
+	v->held[n].len = len;
+	v->held[n].n = 1;
+	v->nheld = n + 1;
 	return 0;
 }
 
@@ -582,6 +594,16 @@ static int post_recvs(struct rd_chan *v, int n)
  * the RQ_DEPTH stay posted, and a record wakes a sleeper: nothing is owed
  * before a sleep). Returns how many completions there were. Either thread
  * may get here; the other one simply skips. */
+/* Records a receive completion announces: a peer's immediate, hence
+ * bounded (at most BATCH_MAX merge), and only ever a count: a peer that
+ * lies in it makes us look for records its own tags then refuse. */
+static uint32_t imm_records(uint32_t imm)
+{
+	if (imm == IMM_DATA)
+		return 1;
+	return (imm & ~0xffu) == IMM_RECS && (imm & 0xff) <= BATCH_MAX ? imm & 0xff : 0;
+}
+
 static int drain_rcq(struct rd_chan *v)
 {
 	if (atomic_flag_test_and_set_explicit(&v->rq_lock, memory_order_acquire))
@@ -599,7 +621,7 @@ static int drain_rcq(struct rd_chan *v)
 				continue;
 			}
 			got++;
-			records += ntohl(wc[i].imm_data) == IMM_DATA;
+			records += imm_records(ntohl(wc[i].imm_data));
 		}
 		if (n < 32)
 			break;
@@ -1206,7 +1228,7 @@ static int check_info(const struct rd_info *i, const struct zl_opts *o)
 	if (i->status)
 		return i->status < 0 && i->status > -4096 ? i->status : -EPROTO;
 	if (i->ring_size < 4096 || i->ring_size > (1u << 30) ||
-	    (i->ring_size & (i->ring_size - 1)) || i->mode > RD_SPLIT || i->mtu < IBV_MTU_256 || i->mtu > IBV_MTU_4096 ||
+	    (i->ring_size & (i->ring_size - 1)) || (i->mode & ~RD_MODE_NIMM) > RD_SPLIT || i->mtu < IBV_MTU_256 || i->mtu > IBV_MTU_4096 ||
 	    i->qpn == 0 || i->qpn > 0xffffff) {
 		ZL_LOG(ZL_LOG_ERROR, "rdma: handshake with bad parameters");
 		return -EPROTO;
@@ -1283,7 +1305,7 @@ static int setup(struct rd_chan *v, const struct rd_params *p, const struct zl_o
 
 	struct rd_info me = { .magic = RD_MAGIC, .version = ZL_PROTO_VERSION,
 			      .info_size = sizeof(me), .qpn = v->qp->qp_num, .psn = psn,
-			      .lid = pa.lid, .mtu = (uint8_t)pa.active_mtu, .mode = my_mode,
+			      .lid = pa.lid, .mtu = (uint8_t)pa.active_mtu, .mode = my_mode | RD_MODE_NIMM,
 			      .ring_addr = (uintptr_t)v->ring, .ring_rkey = v->ring_mr->rkey,
 			      .ring_size = ring_size, .ctl_addr = (uintptr_t)v->ctl,
 			      .ctl_rkey = v->ctl_mr->rkey, .max_inline = v->max_inline,
@@ -1297,7 +1319,8 @@ static int setup(struct rd_chan *v, const struct rd_params *p, const struct zl_o
 		zl_write_full(v->sock, &nak, 4, deadline);
 		return r;
 	}
-	v->tx_mode = v->peer.mode;
+	v->tx_mode = v->peer.mode & ~RD_MODE_NIMM;
+	v->tx_nimm = v->peer.mode & RD_MODE_NIMM;
 	v->rx_mode = my_mode;
 	v->stage = alloc_zero(v->peer.ring_size);
 	if (!v->stage)

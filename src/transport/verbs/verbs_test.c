@@ -554,6 +554,61 @@ static void case_counts(bool sleep)
 	pair_close(&p);
 }
 
+/* zl_sendv's batches in verbs calls, exactly: B batches of 16 messages of
+ * 104 B (records of 128 B), each echoed back one by one, spinning, in a
+ * 512 KiB ring whose end the measured batches do not reach (records on
+ * either side of it are not adjacent: two WRITEs). Per batch: single
+ * and split one WRITE (split's immediate counts the 16 records), split2 a
+ * data and a tag WRITE per record; one ibv_post_send in every mode. Our
+ * read positions come on top, one small WRITE and post each. */
+static void case_batchcounts(void)
+{
+	enum { WARM = 4, B = 100, K = 16, SIZE = 104 };
+	struct pair p = echo_pair(7611, "&spin_us=-1&ring=524288");
+	zl_channel *ch = p.ch;
+	uint8_t out[K][SIZE], buf[SIZE];
+	struct zl_msgvec v[K];
+	size_t len;
+	struct zl_channel_info a, b;
+	for (int i = 0; i < WARM + B; i++) {
+		if (i == WARM)
+			zl_channel_info(ch, &a);
+		for (int j = 0; j < K; j++) {
+			fill(out[j], SIZE, (uint32_t)(i * K + j));
+			v[j] = (struct zl_msgvec){ out[j], SIZE };
+		}
+		CHECK_RC(zl_sendv(ch, v, K, TMO), K);
+		for (int j = 0; j < K; j++) {
+			CHECK_RC(zl_recv(ch, buf, sizeof(buf), &len, TMO), 0);
+			if (len != SIZE || memcmp(buf, out[j], SIZE))
+				FAIL("batch %d, message %d: echoed wrong", i, j);
+		}
+	}
+	zl_channel_info(ch, &b);
+	const struct zl_verbs_counts *x = &a.verbs, *y = &b.verbs;
+	uint64_t rpos = b.rpos_updates - a.rpos_updates, wr = y->wr_posted - x->wr_posted;
+	uint64_t posts = y->post_calls - x->post_calls, bytes = y->bytes_posted - x->bytes_posted;
+	if (b.msgs_sent - a.msgs_sent != B * K || b.arms != a.arms || b.wakeups_sent != a.wakeups_sent)
+		FAIL("not a spinning run of %d messages", B * K);
+	uint64_t per = !strcmp(order, "split2") ? 2 * K : 1;
+	if (!strcmp(order, "auto"))
+		FAIL("batchcounts needs an explicit order (single, split, split2)");
+	if (wr != B * per + rpos || posts != B + rpos)
+		FAIL("%llu work requests and %llu ibv_post_send (%llu bytes, %llu inline) for %d "
+		     "batches of %d and %llu read positions: want %llu and %llu",
+		     (unsigned long long)wr, (unsigned long long)posts, (unsigned long long)bytes,
+		     (unsigned long long)(y->wr_inline - x->wr_inline), B, K,
+		     (unsigned long long)rpos, (unsigned long long)(B * per + rpos),
+		     (unsigned long long)(B + rpos));
+	if (bytes != (uint64_t)B * K * 128 + rpos * 16)
+		FAIL("%llu bytes posted, want %llu", (unsigned long long)bytes,
+		     (unsigned long long)((uint64_t)B * K * 128 + rpos * 16));
+	printf("batchcounts: order=%s, %d batches of %d x %d B, per batch: %.4f work requests, "
+	       "%.4f ibv_post_send (%llu read positions)\n", order, B, K, SIZE, (double)wr / B,
+	       (double)posts / B, (unsigned long long)rpos);
+	pair_close(&p);
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IONBF, 0);
@@ -590,6 +645,8 @@ int main(int argc, char **argv)
 		case_counts(false);
 	else if (!strcmp(argv[1], "sleepcounts"))
 		case_counts(true);
+	else if (!strcmp(argv[1], "batchcounts"))
+		case_batchcounts();
 	else
 		return 2;
 	printf("PASS verbs_test %s %s\n", argv[1], order);

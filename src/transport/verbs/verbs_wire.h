@@ -17,6 +17,12 @@
  * the rest complete silently). */
 #define ZL_RD_SIGNAL_EVERY 32
 
+/* In rd_info.mode: my receiver counts several records per immediate
+ * (split: zl_sendv's adjacent records in one WRITE_WITH_IMM). A peer
+ * without it is written one record per immediate; a release that predates
+ * the bit refuses it in the handshake (mode out of range), never silently. */
+#define RD_MODE_NIMM 0x80
+
 struct rd_info {
 	uint32_t magic;
 	uint16_t version;
@@ -24,7 +30,8 @@ struct rd_info {
 	int32_t status;
 	uint32_t qpn, psn;
 	uint16_t lid;
-	uint8_t mtu, mode; /* enum rd_mode: how the peer must write into my ring */
+	uint8_t mtu, mode; /* enum rd_mode: how the peer must write into my ring,
+	                      | RD_MODE_NIMM */
 	uint8_t gid[16];
 	uint64_t ring_addr;
 	uint32_t ring_rkey, ring_size;
