@@ -589,14 +589,10 @@ static int post_recvs(struct rd_chan *v, int n)
 	return 0;
 }
 
-/* Take completions off the receive CQ, count the records among them
- * (split) and give the receive slots back a batch at a time (the rest of
- * the RQ_DEPTH stay posted, and a record wakes a sleeper: nothing is owed
- * before a sleep). Returns how many completions there were. Either thread
- * may get here; the other one simply skips. */
-/* Records a receive completion announces: a peer's immediate, hence
- * bounded (at most BATCH_MAX merge), and only ever a count: a peer that
- * lies in it makes us look for records its own tags then refuse. */
+/* Records a receive completion announces: the peer's immediate, so at
+ * most BATCH_MAX, and only a count of the peer's own records: one that
+ * lies in it garbles no more than its own stream, whose every record is
+ * still checked before delivery (ring.h, point 5). */
 static uint32_t imm_records(uint32_t imm)
 {
 	if (imm == IMM_DATA)
@@ -604,6 +600,11 @@ static uint32_t imm_records(uint32_t imm)
 	return (imm & ~0xffu) == IMM_RECS && (imm & 0xff) <= BATCH_MAX ? imm & 0xff : 0;
 }
 
+/* Take completions off the receive CQ, count the records among them
+ * (split) and give the receive slots back a batch at a time (the rest of
+ * the RQ_DEPTH stay posted, and a record wakes a sleeper: nothing is owed
+ * before a sleep). Returns how many completions there were. Either thread
+ * may get here; the other one simply skips. */
 static int drain_rcq(struct rd_chan *v)
 {
 	if (atomic_flag_test_and_set_explicit(&v->rq_lock, memory_order_acquire))
@@ -1228,8 +1229,8 @@ static int check_info(const struct rd_info *i, const struct zl_opts *o)
 	if (i->status)
 		return i->status < 0 && i->status > -4096 ? i->status : -EPROTO;
 	if (i->ring_size < 4096 || i->ring_size > (1u << 30) ||
-	    (i->ring_size & (i->ring_size - 1)) || (i->mode & ~RD_MODE_NIMM) > RD_SPLIT || i->mtu < IBV_MTU_256 || i->mtu > IBV_MTU_4096 ||
-	    i->qpn == 0 || i->qpn > 0xffffff) {
+	    (i->ring_size & (i->ring_size - 1)) || (i->mode & ~RD_MODE_NIMM) > RD_SPLIT ||
+	    i->mtu < IBV_MTU_256 || i->mtu > IBV_MTU_4096 || i->qpn == 0 || i->qpn > 0xffffff) {
 		ZL_LOG(ZL_LOG_ERROR, "rdma: handshake with bad parameters");
 		return -EPROTO;
 	}
@@ -1305,7 +1306,8 @@ static int setup(struct rd_chan *v, const struct rd_params *p, const struct zl_o
 
 	struct rd_info me = { .magic = RD_MAGIC, .version = ZL_PROTO_VERSION,
 			      .info_size = sizeof(me), .qpn = v->qp->qp_num, .psn = psn,
-			      .lid = pa.lid, .mtu = (uint8_t)pa.active_mtu, .mode = my_mode | RD_MODE_NIMM,
+			      .lid = pa.lid, .mtu = (uint8_t)pa.active_mtu,
+			      .mode = my_mode | RD_MODE_NIMM,
 			      .ring_addr = (uintptr_t)v->ring, .ring_rkey = v->ring_mr->rkey,
 			      .ring_size = ring_size, .ctl_addr = (uintptr_t)v->ctl,
 			      .ctl_rkey = v->ctl_mr->rkey, .max_inline = v->max_inline,
