@@ -7,9 +7,11 @@
 #   bench/stream-rdma.sh [BUILD_DIR] [ROUNDS] [SIZES]
 #
 #   zipline   zl-bench stream, sender on rxe0 / cpu0, receiver (--server)
-#             on rxe1 / cpu1, order=single and order=split, and single with
+#             on rxe1 / cpu1, order=single and order=split, single with
 #             --zerocopy (written into the ring's staging copy, checked in
-#             place by the receiver: no copy out); every message checked
+#             place by the receiver: no copy out), and single and split
+#             with --batch 16 (zl_sendv: one ibv_post_send per 16
+#             messages, adjacent records in one WRITE); every message checked
 #   perftest  ib_write_bw at the same size (its RDMA WRITEs carry no
 #             framing and nobody reads them: the ceiling)
 #
@@ -24,6 +26,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 B=$(cd "${1:-$here/../build}" && pwd)
 ROUNDS=${2:-3} SIZES=${3:-64 4096 65536}
 csv=$B/stream-rdma.csv
+methods=(ib_write_bw single split single-zc single-b16 split-b16)
 
 summary() {
 	echo "one-way streaming over rdma (emulated: qemu TCG + Soft-RoCE rxe0 -> rxe1),"
@@ -34,14 +37,14 @@ summary() {
 			for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++)
 				if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
 			return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2 }
-		END { split("ib_write_bw single split single-zc", M, " ")
-			for (s in sz) for (i = 1; i <= 4; i++) { k = M[i] "," s
+		END { n = split(METHODS, M, " ")
+			for (s in sz) for (i = 1; i <= n; i++) { k = M[i] "," s
 				if (!(k in m)) continue
 				base = med(m["ib_write_bw," s]); x = med(m[k])
 				r = (base > 0) ? x / base : 0
 				printf "%-10s %7d %12.0f %9.3f %6.2fx\n", M[i], s, x, med(g[k]), r
 				printf "%s %d %.4f\n", M[i], s, med(g[k]) > plot } }' \
-		plot="$B/stream-rdma.dat" "$csv" | sort -k2,2n -k1,1
+		plot="$B/stream-rdma.dat" METHODS="${methods[*]}" "$csv" | sort -k2,2n -k1,1
 	echo "CSV: $csv"
 	command -v gnuplot >/dev/null || { echo "(no gnuplot: no PNG)"; return 0; }
 	gnuplot <<-EOF && echo "PNG: $B/stream-rdma.png"
@@ -52,7 +55,7 @@ summary() {
 	set ylabel "GB/s"
 	set logscale x 2
 	set key left top
-	plot for [m in "ib_write_bw single split single-zc"] "< grep '^".m." ' $B/stream-rdma.dat" \
+	plot for [m in "${methods[*]}"] "< grep '^".m." ' $B/stream-rdma.dat" \
 		using 2:3 with linespoints title m
 	EOF
 }
@@ -103,19 +106,29 @@ perftest() {
 		found = 1 } END { exit !found }' <<<"$out" || { echo "$out" >&2; return 1; }
 }
 
-methods=(ib_write_bw single split single-zc)
+# method -> zipline's order and options
+opts() {
+	case $1 in
+	single-zc) echo "single --zerocopy" ;;
+	*-b16) echo "${1%-b16} --batch 16" ;;
+	*) echo "$1" ;;
+	esac
+}
 for r in $(seq "$ROUNDS"); do
 	for s in $SIZES; do
-		for k in 0 1 2 3; do
-			m=${methods[$(((k + r) % 4))]}
-			case $m in
-			ib_write_bw) out=$(perftest "$s") ;;
-			single-zc) out=$(zipline single "$s" --zerocopy) ;;
-			*) out=$(zipline "$m" "$s") ;;
-			esac
+		for k in $(seq 0 $((${#methods[@]} - 1))); do
+			m=${methods[$(((k + r) % ${#methods[@]}))]}
+			set -- $(opts "$m")
+			o=$1
+			shift
+			if [ "$m" = ib_write_bw ]; then
+				out=$(perftest "$s")
+			else
+				out=$(zipline "$o" "$s" "$*")
+			fi
 			if [ -z "$out" ] && [ "$m" != ib_write_bw ]; then # once more, said
 				echo "stream-rdma: $m $s B failed (above); once more on another port" >&2
-				out=$(zipline "${m%-zc}" "$s" $([ "$m" = single-zc ] && echo --zerocopy))
+				out=$(zipline "$o" "$s" "$*")
 			fi
 			[ -n "$out" ] || exit 1
 			echo "$r,$m,$s,${out/ /,}" >>"$csv"
