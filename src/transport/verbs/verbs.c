@@ -87,6 +87,7 @@ _Static_assert(SIGNAL_EVERY <= SQ_DEPTH / 4, "a signaled WR per quarter of the s
 #define REAP_TIMEOUT_US 2000000
 #define OS_RD_ATOM 16  /* READs and atomics in flight (one-sided store) */
 #define BATCH_MAX 32   /* records zl_sendv holds before posting them */
+#define BATCH_BYTES 65536 /* ... or bytes */
 
 
 
@@ -164,7 +165,7 @@ struct rd_chan {
 	 * thread only; posted under the lock) */
 	bool batching;
 	bool tx_nimm; /* the peer takes IMM_RECS (split) */
-	uint32_t nheld;
+	uint32_t nheld, held_bytes;
 	struct { uint32_t off, len, n; } held[BATCH_MAX];
 	/* verbs counters (zl_channel_info): written by the thread holding the
 	 * lock (send queue) or rq_lock (receive CQ), read by any */
@@ -433,7 +434,16 @@ static int post_held_locked(struct rd_chan *v)
 		}
 	}
 	v->nheld = 0;
+	v->held_bytes = 0;
 	return k ? post_chain_locked(v, wr, k) : 0;
+}
+
+static int post_held(struct rd_chan *v)
+{
+	lock(v);
+	int r = post_held_locked(v);
+	unlock(v);
+	return r;
 }
 
 static void rd_batch_begin(struct zl_ringchan *rc)
@@ -445,16 +455,14 @@ static int rd_batch_end(struct zl_ringchan *rc)
 {
 	struct rd_chan *v = RD(rc);
 	v->batching = false;
-	if (!v->nheld)
-		return 0;
-	lock(v);
-	int r = post_held_locked(v);
-	unlock(v);
-	return r;
+	return v->nheld ? post_held(v) : 0;
 }
 
 /* Hold a record for post_held_locked (adjacent records merge in single,
- * and in split where the peer counts them: RD_MODE_NIMM). */
+ * and in split where the peer counts them: RD_MODE_NIMM). Held records go
+ * out once they reach BATCH_BYTES: beyond that, waiting for the batch's
+ * last copy before its first byte leaves costs more than a doorbell (64
+ * KiB messages in batches of 16 went 18% slower than one by one). */
 static int hold(struct rd_chan *v, uint32_t off, uint32_t len)
 {
 	uint32_t n = v->nheld;
@@ -463,21 +471,18 @@ static int hold(struct rd_chan *v, uint32_t off, uint32_t len)
 	if (n && merge && v->held[n - 1].off + v->held[n - 1].len == off) {
 		v->held[n - 1].len += len;
 		v->held[n - 1].n++;
-		return 0;
-	}
-	if (n == BATCH_MAX) {
-		lock(v);
-		int r = post_held_locked(v);
-		unlock(v);
-		if (r)
+	} else {
+		int r;
+		if (n == BATCH_MAX && (r = post_held(v)))
 			return r;
-		n = 0;
+		n = v->nheld;
+		v->held[n].off = off;
+		v->held[n].len = len;
+		v->held[n].n = 1;
+		v->nheld = n + 1;
 	}
-	v->held[n].off = off;
-	v->held[n].len = len;
-	v->held[n].n = 1;
-	v->nheld = n + 1;
-	return 0;
+	v->held_bytes += len;
+	return v->held_bytes >= BATCH_BYTES ? post_held(v) : 0;
 }
 
 /* Place stage[off, off+len) at the same offset of the peer's ring. */
