@@ -118,6 +118,7 @@ for r in $(seq "$ROUNDS"); do
 	for s in $SIZES; do
 		for k in $(seq 0 $((${#methods[@]} - 1))); do
 			m=${methods[$(((k + r) % ${#methods[@]}))]}
+			# shellcheck disable=SC2046 # the order, then its options
 			set -- $(opts "$m")
 			o=$1
 			shift
