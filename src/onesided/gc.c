@@ -463,7 +463,8 @@ static void expire(struct zl_kvos *s)
 			 * its regions are collected but not given out again until
 			 * it speaks or its connection ends, and its window stays
 			 * open (a call of a client that was only slow must not
-			 * kill its connection) until its slot is reused */
+			 * kill its connection) until the client speaks again or its
+			 * connection ends (server.c: free_slot) */
 			os_sess_drop(s, c, true);
 			s->st.expired++;
 		}
