@@ -118,6 +118,7 @@ EXPORT int connect(int fd, const struct sockaddr *a, socklen_t len)
 		if (!r || e == EINPROGRESS) {
 			atomic_store(&z->nonblock, (zp_real.fcntl(fd, F_GETFL) & O_NONBLOCK) != 0);
 			zp_adopt(fd, z);
+			zp_epoll_follow(fd, z);
 		} else if (z->xh) {
 			zx_connect_failed(z);
 		} else {

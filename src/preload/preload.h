@@ -212,6 +212,7 @@ int zp_epoll_ctl(int ep, int op, int fd, struct epoll_event *ev);
 int zp_epoll_wait(int ep, struct epoll_event *evs, int max, int timeout_ms,
 		  const sigset_t *mask);
 void zp_epoll_close(int fd);
+void zp_epoll_follow(int fd, struct zsock *z); /* fd switched in connect */
 /* wait for the socket (events) until deadline (ZL_NEVER); 0 or -errno */
 int zp_wait_one(struct zsock *z, short events, int64_t deadline);
 

@@ -1144,6 +1144,38 @@ static int case_epoll_level(struct ctx *x)
 	return 0;
 }
 
+/* A socket in an epoll set from before its connect (event loops that
+ * register first): the set reports its bytes and its peer's EOF as for
+ * one added after. Across hosts the preload used to switch such a socket
+ * to rdma and leave the set watching the silent TCP socket. */
+static int case_epoll_before_connect(struct ctx *x)
+{
+	unsigned ev;
+	int ep = epoll_create1(EPOLL_CLOEXEC);
+	CHECK(ep >= 0, "epoll_create1: %s", errname(errno));
+	x->c = socket(x->fam, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	CHECK(x->c >= 0, "socket: %s", errname(errno));
+	bind_src(x->c, x->fam);
+	TRY(ep_ctl(ep, EPOLL_CTL_ADD, x->c, EPOLLIN));
+	EXPECT_OK(connect(x->c, (struct sockaddr *)&x->la, x->lalen));
+	TRY(wait_in(x->lfd, "listener"));
+	x->s = accept(x->lfd, NULL, NULL);
+	CHECK(x->s >= 0, "accept: %s", errname(errno));
+	for (int i = 0; i < 200; i++) { /* the client speaks first, as across hosts */
+		EXPECT_RET(write(x->c, "ping", 4), 4);
+		TRY(expect_bytes(x->s, "ping", 4, "request"));
+		EXPECT_RET(write(x->s, "pong", 4), 4);
+		EXPECT_EV(ep_wait1(ep, IO_WAIT_MS, &ev), 1, EV_MASK, EPOLLIN, "answer");
+		TRY(expect_bytes(x->c, "pong", 4, "answer"));
+	}
+	close_fd(&x->s);
+	EXPECT_EV(ep_wait1(ep, IO_WAIT_MS, &ev), 1, EPOLLIN, EPOLLIN, "peer's EOF");
+	char b;
+	EXPECT_RET(read(x->c, &b, 1), 0);
+	close(ep);
+	return 0;
+}
+
 /* Edge-triggered epoll (nginx, Go netpoller, Rust mio): one report per
  * arrival; leftover data after a partial read is not reported again. */
 static int case_epoll_et(struct ctx *x)
@@ -1948,6 +1980,7 @@ static const struct test tests[] = {
 	{"select", case_select, 0},
 	{"pselect", case_pselect, 0},
 	{"epoll_level", case_epoll_level, 0},
+	{"epoll_before_connect", case_epoll_before_connect, F_LISTEN},
 	{"epoll_et", case_epoll_et, 0},
 	{"epoll_oneshot", case_epoll_oneshot, 0},
 	{"epoll_rdhup", case_epoll_rdhup, 0},

@@ -295,6 +295,21 @@ static int grow(struct epset *s, int fd)
 	return 0;
 }
 
+/* fd joins the set's switched sockets; -1 without memory */
+static int zfd_add(struct epset *s, int fd)
+{
+	if (s->nz == s->zcap) {
+		int c = s->zcap ? s->zcap * 2 : 16;
+		int *p = realloc(s->zfd, (size_t)c * sizeof(*p));
+		if (!p)
+			return -1;
+		s->zfd = p;
+		s->zcap = c;
+	}
+	s->zfd[s->nz++] = fd;
+	return 0;
+}
+
 int zp_epoll_ctl(int ep, int op, int fd, struct epoll_event *ev)
 {
 	struct epset *s = set_get(ep, true);
@@ -329,25 +344,44 @@ int zp_epoll_ctl(int ep, int op, int fd, struct epoll_event *ev)
 		goto out;
 	bool was = g->used && g->zsock;
 	*g = n;
-	if (z && !was) {
-		if (s->nz == s->zcap) {
-			int c = s->zcap ? s->zcap * 2 : 16;
-			int *p = realloc(s->zfd, (size_t)c * sizeof(*p));
-			if (!p) {
-				zp_real.epoll_ctl(ep, EPOLL_CTL_DEL, fd, NULL);
-				g->used = false;
-				errno = ENOMEM;
-				rc = -1;
-				goto out;
-			}
-			s->zfd = p;
-			s->zcap = c;
-		}
-		s->zfd[s->nz++] = fd;
+	if (z && !was && zfd_add(s, fd)) {
+		zp_real.epoll_ctl(ep, EPOLL_CTL_DEL, zp_kfd(z, fd), NULL);
+		g->used = false;
+		errno = ENOMEM;
+		rc = -1;
 	}
 out:
 	pthread_mutex_unlock(&s->lock);
 	return rc;
+}
+
+/* fd switched in connect(2) (z is new): a registration the program made
+ * before, on the plain socket, now follows z as one made after would.
+ * Across hosts z's bytes arrive on another fd (zp_kfd), so without this
+ * such a program waited in epoll_wait forever. */
+void zp_epoll_follow(int fd, struct zsock *z)
+{
+	if (!atomic_load(&nlive))
+		return;
+	pthread_mutex_lock(&sets_lock);
+	for (int i = 0; i < nlive; i++) {
+		int ep = live[i], kfd = zp_kfd(z, fd);
+		struct epset *s = sets[ep];
+		pthread_mutex_lock(&s->lock);
+		struct reg *g = fd < s->cap ? &s->r[fd] : NULL;
+		if (g && g->used && !g->zsock && !zfd_add(s, fd)) {
+			g->zsock = true;
+			g->kev = kev_of(g, z);
+			struct epoll_event k = { .events = g->kev, .data.u64 = (uint64_t)fd };
+			if (kfd != fd)
+				zp_real.epoll_ctl(ep, EPOLL_CTL_DEL, fd, NULL);
+			if (zp_real.epoll_ctl(ep, kfd != fd ? EPOLL_CTL_ADD : EPOLL_CTL_MOD, kfd, &k))
+				ZL_LOG(ZL_LOG_ERROR, "preload: epoll %d cannot follow fd %d: %s", ep,
+				       fd, strerror(errno));
+		}
+		pthread_mutex_unlock(&s->lock);
+	}
+	pthread_mutex_unlock(&sets_lock);
 }
 
 /* The kernel registration follows the socket (our switch, its end); each

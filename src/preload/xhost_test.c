@@ -5,7 +5,7 @@
  * separate processes, each plain or under zl-run).
  *
  *   xhost_test server ADDR PORT echo|stream
- *   xhost_test client ADDR PORT SRC echo ROUNDS
+ *   xhost_test client ADDR PORT SRC echo|epecho ROUNDS
  *   xhost_test client ADDR PORT SRC stream BYTES
  *   xhost_test client ADDR PORT SRC ping ROUNDS
  *
@@ -20,6 +20,9 @@
  * the client EOF or ECONNRESET. Every wait is bounded (SO_RCVTIMEO,
  * SO_SNDTIMEO, a 60 s alarm): a hang fails. Exit 0 on success, 1 on
  * failure, 2 usage.
+ * epecho: echo, but the socket is registered with epoll (EPOLLIN) before
+ * its connect, and each answer is waited for in epoll_wait (5 s at most:
+ * the registration must follow the socket wherever its bytes come from).
  * ping: 64-byte round trips against an echo server: one second of warm-up
  * (a connection's first bytes go over TCP until its channel is up), then
  * ROUNDS timed ones; prints "round trips/s: N".
@@ -37,6 +40,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <time.h>
@@ -139,6 +143,13 @@ static int client(const char *ip, int port, const char *src, const char *mode, l
 	int c = socket(AF_INET, SOCK_STREAM, 0);
 	if (c < 0 || addr(ip, port, &a) || addr(src, 0, &s))
 		return fail("socket/address");
+	int ep = -1;
+	if (!strcmp(mode, "epecho")) {
+		struct epoll_event e = { .events = EPOLLIN, .data.fd = c };
+		if ((ep = epoll_create1(0)) < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, c, &e))
+			return fail("epoll before connect");
+		mode = "echo";
+	}
 	if (bind(c, (struct sockaddr *)&s, sizeof(s)) || connect(c, (struct sockaddr *)&a, sizeof(a)))
 		return fail("connect");
 	timeouts(c, 20);
@@ -186,6 +197,15 @@ static int client(const char *ip, int port, const char *src, const char *mode, l
 			if (write_all(c, out, len))
 				return fail("client write");
 			for (size_t got = 0; got < len;) {
+				struct epoll_event e;
+				int k = ep < 0 ? 1 : epoll_wait(ep, &e, 1, 5000);
+				if (k == 0) {
+					fprintf(stderr, "xhost_test: round %ld: epoll_wait saw nothing "
+						"in 5 s (%zu of %zu bytes)\n", i, got, len);
+					return 1;
+				}
+				if (k < 0)
+					return fail("epoll_wait");
 				ssize_t r = read(c, in + got, len - got);
 				if (r <= 0)
 					return fail(r ? "client read" : "client read: early EOF");
@@ -245,6 +265,7 @@ int main(int argc, char **argv)
 	if (argc == 7 && !strcmp(argv[1], "client"))
 		return client(argv[2], atoi(argv[3]), argv[4], argv[5], atol(argv[6]));
 	fprintf(stderr, "usage: xhost_test server ADDR PORT echo|stream\n"
-			"       xhost_test client ADDR PORT SRC echo ROUNDS|stream BYTES|ping ROUNDS\n");
+			"       xhost_test client ADDR PORT SRC echo|epecho ROUNDS|stream BYTES|"
+			"ping ROUNDS\n");
 	return 2;
 }

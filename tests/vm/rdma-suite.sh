@@ -163,7 +163,7 @@ fi
 # configurations staying on TCP; kill -9 of either end mid-transfer;
 # redis-server with redis-cli and redis-benchmark, and PostgreSQL 15 with
 # pgbench (each skipped without them).
-for c in sem echo mixed_plain_server mixed_plain_client mixed_unnamed bad_config no_device \
+for c in sem echo epecho mixed_plain_server mixed_plain_client mixed_unnamed bad_config no_device \
 	kill_server kill_client redis postgres; do
 	run "xhost_$c" bash "$(dirname "$0")/xhost-suite.sh" "$B" "$c"
 done
