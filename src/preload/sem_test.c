@@ -1447,6 +1447,47 @@ static int case_wait_timeout(struct ctx *x)
 	return 0;
 }
 
+/* A blocking read on an idle socket with SO_RCVTIMEO fails with EAGAIN
+ * after it, and not early. */
+static int read_times_out(int fd, const char *what)
+{
+	char b;
+	double t0 = now_ms();
+	ssize_t n = read(fd, &b, 1);
+	int e = errno;
+	double dt = now_ms() - t0;
+	CHECK(n < 0 && (e == EAGAIN || e == EWOULDBLOCK), "%s: read = %s, want EAGAIN", what,
+	      rets((int)n, e));
+	CHECK(dt >= 47, "%s: read timed out after %.1f ms (SO_RCVTIMEO 50 ms)", what, dt);
+	CHECK(dt < 5000, "%s: read timed out after %.1f ms (SO_RCVTIMEO 50 ms)", what, dt);
+	return 0;
+}
+
+/* Socket timeouts set before connect (to bound the connect itself, as
+ * many clients do) hold after it, and an accepted TCP socket has its
+ * listener's (Linux copies them at accept). Before, a switched socket
+ * forgot both and such a read waited forever. */
+static int case_timeo_before_connect(struct ctx *x)
+{
+	struct timeval tv = {0, 50000};
+	EXPECT_OK(setsockopt(x->lfd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv));
+	x->c = socket(x->fam, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	CHECK(x->c >= 0, "socket: %s", errname(errno));
+	bind_src(x->c, x->fam);
+	EXPECT_OK(setsockopt(x->c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv));
+	EXPECT_OK(connect(x->c, (struct sockaddr *)&x->la, x->lalen));
+	TRY(wait_in(x->lfd, "listener"));
+	x->s = accept(x->lfd, NULL, NULL);
+	CHECK(x->s >= 0, "accept: %s", errname(errno));
+	EXPECT_RET(write(x->c, "hi", 2), 2); /* across hosts: the client's proof */
+	TRY(expect_bytes(x->s, "hi", 2, "request"));
+	TRY(read_times_out(x->c, "client, timeout set before connect"));
+	if (is_tcp(x)) /* AF_UNIX gives an accepted socket no timeouts */
+		TRY(read_times_out(x->s, "accepted, the listener's timeout"));
+	EXPECT_RET(write(x->s, "ok", 2), 2);
+	return expect_bytes(x->c, "ok", 2, "after the timeouts");
+}
+
 enum { WAKE_POLL, WAKE_EPOLL, WAKE_READ };
 struct waker {
 	int mech, fd;
@@ -1981,6 +2022,7 @@ static const struct test tests[] = {
 	{"pselect", case_pselect, 0},
 	{"epoll_level", case_epoll_level, 0},
 	{"epoll_before_connect", case_epoll_before_connect, F_LISTEN},
+	{"timeo_before_connect", case_timeo_before_connect, F_LISTEN},
 	{"epoll_et", case_epoll_et, 0},
 	{"epoll_oneshot", case_epoll_oneshot, 0},
 	{"epoll_rdhup", case_epoll_rdhup, 0},

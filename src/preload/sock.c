@@ -89,10 +89,24 @@ void zp_set(int fd, struct zsock *z)
 		;
 }
 
+/* A kernel socket timeout (SO_RCVTIMEO, SO_SNDTIMEO) in microseconds, 0
+ * for none: set before the switch (before connect, on the listener of an
+ * accepted TCP socket, before exec), it holds after. */
+static int64_t kernel_timeo(int fd, int opt)
+{
+	struct timeval t = { 0, 0 };
+	socklen_t l = sizeof(t);
+	if (zp_real.getsockopt(fd, SOL_SOCKET, opt, &t, &l) || l != sizeof(t))
+		return 0;
+	return (int64_t)t.tv_sec * 1000000 + t.tv_usec;
+}
+
 void zp_adopt(int fd, struct zsock *z)
 {
 	int on = 1, v = 0;
 	socklen_t l = sizeof(v);
+	z->rcvtimeo_us = kernel_timeo(fd, SO_RCVTIMEO);
+	z->sndtimeo_us = kernel_timeo(fd, SO_SNDTIMEO);
 	z->app_nodelay = -1;
 	if (!z->is_unix && !zp_real.getsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &v, &l)) {
 		z->app_nodelay = v;
