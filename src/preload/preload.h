@@ -128,6 +128,7 @@ void zp_set(int fd, struct zsock *z);
 void zp_adopt(int fd, struct zsock *z); /* a new switched socket: zp_set, and
 					 * its kernel socket set up for wake-ups */
 void zp_forget(int fd); /* fd no longer names its zsock (close, dup2 over) */
+bool zp_linger_abort(int fd); /* SO_LINGER on with 0 s: close resets (TCP) */
 
 /* the data path (sock.c): results as the libc calls, errno set */
 ssize_t zp_recv(struct zsock *z, const struct iovec *iov, int n, int flags);

@@ -1000,6 +1000,26 @@ static int case_close_unread(struct ctx *x)
 	return 0;
 }
 
+/* Servers that abort a connection (SO_LINGER on, 0 s: HAProxy, nginx's
+ * reset_timedout_connection) make a TCP client see ECONNRESET, then EOF,
+ * after the bytes that were sent; AF_UNIX closes as usual (EOF). */
+static int case_linger_abort(struct ctx *x)
+{
+	struct linger l = {1, 0};
+	EXPECT_RET(write(x->c, "q", 1), 1); /* across hosts: the client's proof */
+	TRY(expect_bytes(x->s, "q", 1, "request"));
+	EXPECT_OK(setsockopt(x->s, SOL_SOCKET, SO_LINGER, &l, sizeof l));
+	EXPECT_RET(write(x->s, "bye", 3), 3);
+	TRY(expect_bytes(x->c, "bye", 3, "before the abort"));
+	close_fd(&x->s);
+	TRY(wait_in(x->c, "after the abort"));
+	char b[8];
+	if (is_tcp(x))
+		EXPECT_ERR(read(x->c, b, sizeof b), ECONNRESET);
+	EXPECT_RET(read(x->c, b, sizeof b), 0);
+	return 0;
+}
+
 /* ---- 4. readiness ---------------------------------------------------------- */
 
 /* epoll_wait on a set of at most one ready fd: n, and its events. */
@@ -2023,6 +2043,7 @@ static const struct test tests[] = {
 	{"epoll_level", case_epoll_level, 0},
 	{"epoll_before_connect", case_epoll_before_connect, F_LISTEN},
 	{"timeo_before_connect", case_timeo_before_connect, F_LISTEN},
+	{"linger_abort", case_linger_abort, 0},
 	{"epoll_et", case_epoll_et, 0},
 	{"epoll_oneshot", case_epoll_oneshot, 0},
 	{"epoll_rdhup", case_epoll_rdhup, 0},

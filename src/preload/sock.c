@@ -89,6 +89,16 @@ void zp_set(int fd, struct zsock *z)
 		;
 }
 
+/* The program asked for an abortive close (SO_LINGER on, 0 s): on TCP the
+ * peer then sees a reset, not the end of the stream. */
+bool zp_linger_abort(int fd)
+{
+	struct linger l = { 0, 0 };
+	socklen_t n = sizeof(l);
+	return !zp_real.getsockopt(fd, SOL_SOCKET, SO_LINGER, &l, &n) && n == sizeof(l) &&
+	       l.l_onoff && !l.l_linger;
+}
+
 /* A kernel socket timeout (SO_RCVTIMEO, SO_SNDTIMEO) in microseconds, 0
  * for none: set before the switch (before connect, on the listener of an
  * accepted TCP socket, before exec), it holds after. */
@@ -207,7 +217,8 @@ void zp_forget(int fd)
 		/* the last copy of our side: the peer sees the end of the stream,
 		 * or a reset if we leave bytes unread (as TCP sends RST) */
 		uint64_t left;
-		if ((rx_on_kernel(z, &left) && zp_fionread(z) > 0) || rx_avail(z) != 0)
+		if ((rx_on_kernel(z, &left) && zp_fionread(z) > 0) || rx_avail(z) != 0 ||
+		    (!z->is_unix && zp_linger_abort(z->fd)))
 			atomic_store_explicit(&z->sh->reset[z->side], 1, memory_order_relaxed);
 		else
 			zp_drain(z); /* unread wake-ups would make the kernel reset */

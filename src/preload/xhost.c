@@ -1891,16 +1891,17 @@ void zx_closed(struct zsock *z)
 		return;
 	}
 	/* Bytes we leave unread in the channel: TCP would answer with a reset,
-	 * and so do we (unread TCP bytes make the kernel do it). The peer's
-	 * proof is no such byte. A process that never used the socket is
-	 * handing it to another (fork-per-connection servers): it looks at
-	 * nothing. */
+	 * and so do we (unread TCP bytes make the kernel do it), as for a
+	 * program's abortive close (SO_LINGER 0 s, already on the TCP socket).
+	 * The peer's proof is no such byte. A process that never used the
+	 * socket is handing it to another (fork-per-connection servers): it
+	 * looks at nothing. */
 	bool unread = false;
 	pthread_mutex_lock(&x->tx_lock);
 	pthread_mutex_lock(&x->rx_lock);
 	if (x->used) {
 		gate(z);
-		unread = x->msg || x->sp_off < x->sp_len ||
+		unread = zp_linger_abort(z->fd) || x->msg || x->sp_off < x->sp_len ||
 			 (atomic_load(&x->s->rx_rdma) && ch_ok(x) && next_msg(z) == 1);
 	}
 	atomic_store(&x->closed, true);
