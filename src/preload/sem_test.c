@@ -1508,6 +1508,33 @@ static int case_timeo_before_connect(struct ctx *x)
 	return expect_bytes(x->c, "ok", 2, "after the timeouts");
 }
 
+/* Timeouts set on a connected socket: a read on an idle one, and writes
+ * into a peer that does not read (until one fails with EAGAIN, having
+ * written nothing), time out, not early. */
+static int case_sockopt_timeo(struct ctx *x)
+{
+	struct timeval tv = {0, 50000};
+	EXPECT_OK(setsockopt(x->c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv));
+	EXPECT_OK(setsockopt(x->c, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv));
+	TRY(read_times_out(x->c, "idle"));
+	for (size_t total = 0;;) {
+		double t0 = now_ms();
+		ssize_t n = write(x->c, g_buf, 65536);
+		int e = errno;
+		double dt = now_ms() - t0;
+		if (n > 0) {
+			total += (size_t)n;
+			CHECK(total < ((size_t)1 << 30), "1 GiB written into a peer that reads nothing");
+			continue;
+		}
+		CHECK(n < 0 && (e == EAGAIN || e == EWOULDBLOCK), "write into a full peer = %s, "
+		      "want EAGAIN", rets((int)n, e));
+		CHECK(dt >= 47, "write timed out after %.1f ms (SO_SNDTIMEO 50 ms)", dt);
+		CHECK(dt < 5000, "write timed out after %.1f ms (SO_SNDTIMEO 50 ms)", dt);
+		return 0;
+	}
+}
+
 enum { WAKE_POLL, WAKE_EPOLL, WAKE_READ };
 struct waker {
 	int mech, fd;
@@ -2044,6 +2071,7 @@ static const struct test tests[] = {
 	{"epoll_before_connect", case_epoll_before_connect, F_LISTEN},
 	{"timeo_before_connect", case_timeo_before_connect, F_LISTEN},
 	{"linger_abort", case_linger_abort, 0},
+	{"sockopt_timeo", case_sockopt_timeo, 0},
 	{"epoll_et", case_epoll_et, 0},
 	{"epoll_oneshot", case_epoll_oneshot, 0},
 	{"epoll_rdhup", case_epoll_rdhup, 0},
