@@ -348,9 +348,40 @@ EXPORT ssize_t recvmsg(int fd, struct msghdr *m, int flags)
 	return r;
 }
 
+/* A switched socket among the descriptors m passes (SCM_RIGHTS): its
+ * bytes travel in our ring or channel, which the receiving process would
+ * not know of (it would read the kernel socket's wake-ups as data, and
+ * our close would end the connection under it). */
+static bool passes_switched(const struct msghdr *m)
+{
+	if (!m || !m->msg_control || m->msg_controllen < sizeof(struct cmsghdr))
+		return false;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR((struct msghdr *)m); c;
+	     c = CMSG_NXTHDR((struct msghdr *)m, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS ||
+		    c->cmsg_len < CMSG_LEN(0))
+			continue;
+		size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (size_t i = 0; i < n; i++) {
+			int pfd;
+			memcpy(&pfd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+			if (zs(pfd)) {
+				ZL_LOG(ZL_LOG_WARN, "preload: fd %d is switched and cannot be passed "
+				       "to another process (SCM_RIGHTS): EOPNOTSUPP", pfd);
+				return true;
+			}
+		}
+	}
+	return false;
+}
+
 EXPORT ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
 {
 	struct zsock *z = zs(fd);
+	if (!z && passes_switched(m)) {
+		errno = EOPNOTSUPP;
+		return -1;
+	}
 	if (!z)
 		return zp_real.sendmsg(fd, m, flags);
 	if (m->msg_controllen) { /* fds and credentials do not travel in a ring */
