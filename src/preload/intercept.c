@@ -552,6 +552,8 @@ EXPORT int getsockopt(int fd, int level, int opt, void *v, socklen_t *len)
 	int r = zp_real.getsockopt(fd, level, opt, v, len);
 	if (!r && nodelay(z, level, opt) && *len >= sizeof(int))
 		*(int *)v = z->app_nodelay; /* the program's view, not the wake-ups' */
+	else if (!r && z && level == SOL_SOCKET && opt == SO_ERROR && *len >= sizeof(int))
+		*(int *)v = zp_so_error(z, *(int *)v);
 	return r;
 }
 

@@ -129,6 +129,7 @@ void zp_adopt(int fd, struct zsock *z); /* a new switched socket: zp_set, and
 					 * its kernel socket set up for wake-ups */
 void zp_forget(int fd); /* fd no longer names its zsock (close, dup2 over) */
 bool zp_linger_abort(int fd); /* SO_LINGER on with 0 s: close resets (TCP) */
+int zp_so_error(struct zsock *z, int kerr); /* SO_ERROR: the peer's reset once */
 
 /* the data path (sock.c): results as the libc calls, errno set */
 ssize_t zp_recv(struct zsock *z, const struct iovec *iov, int n, int flags);
@@ -191,6 +192,7 @@ short zx_ready(struct zsock *z, short events);
 int zx_arm(struct zsock *z, short events, short *armed);
 void zx_disarm(struct zsock *z, short armed);
 int zx_kfd(struct zsock *z); /* the fd to sleep on instead of the socket */
+int zx_so_error(struct zsock *z, int kerr); /* SO_ERROR: a peek's error, once */
 int zx_fionread(struct zsock *z);
 size_t zx_tx_room(struct zsock *z);
 void zx_closed(struct zsock *z); /* the last fd closed */

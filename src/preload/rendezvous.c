@@ -121,10 +121,10 @@ static bool is_stream(int fd, int *family)
 {
 	int type = 0, dom = 0;
 	socklen_t l = sizeof(type);
-	if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &l) || type != SOCK_STREAM)
+	if (zp_real.getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &l) || type != SOCK_STREAM)
 		return false;
 	l = sizeof(dom);
-	if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &dom, &l))
+	if (zp_real.getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &dom, &l))
 		return false;
 	*family = dom;
 	return dom == AF_INET || dom == AF_INET6 || dom == AF_UNIX;
@@ -134,7 +134,7 @@ static bool uid_ok(int fd)
 {
 	struct ucred cr;
 	socklen_t l = sizeof(cr);
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &l))
+	if (zp_real.getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &l))
 		return false;
 	if (cr.uid == geteuid() || zp_allow_other_uid)
 		return true;
@@ -231,7 +231,7 @@ static int read_hello(struct pending *p)
 	 * client's socket held as anything else would outlive its close) */
 	if (n != (ssize_t)sizeof(h) || nf != 2 || h.magic != HELLO_MAGIC ||
 	    h.version != ZP_VERSION || (m.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) ||
-	    !is_stream(fds[0], &fam) || !getsockopt(fds[1], SOL_SOCKET, SO_TYPE, &type, &tl)) {
+	    !is_stream(fds[0], &fam) || !zp_real.getsockopt(fds[1], SOL_SOCKET, SO_TYPE, &type, &tl)) {
 		for (int i = 0; i < nf && i < 2; i++)
 			zp_real.close(fds[i]);
 		return -1; /* not ours, or malformed */

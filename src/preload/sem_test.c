@@ -1020,6 +1020,24 @@ static int case_linger_abort(struct ctx *x)
 	return 0;
 }
 
+/* After the peer's reset, SO_ERROR says ECONNRESET once (event loops read
+ * it when poll reports POLLERR: libcurl, libuv), then the stream ends. */
+static int case_so_error_reset(struct ctx *x)
+{
+	EXPECT_RET(write(x->c, "unread", 6), 6);
+	TRY(wait_in(x->s, "unread data"));
+	close_fd(&x->s);
+	TRY(wait_in(x->c, "after close"));
+	int v;
+	TRY(getopt_int(x->c, SOL_SOCKET, SO_ERROR, "SO_ERROR", &v));
+	CHECK(v == ECONNRESET, "SO_ERROR after the reset: %s, want ECONNRESET", errname(v));
+	TRY(getopt_int(x->c, SOL_SOCKET, SO_ERROR, "SO_ERROR", &v));
+	CHECK(v == 0, "SO_ERROR again: %s, want 0", errname(v));
+	char b[8];
+	EXPECT_RET(read(x->c, b, sizeof b), 0);
+	return 0;
+}
+
 /* ---- 4. readiness ---------------------------------------------------------- */
 
 /* epoll_wait on a set of at most one ready fd: n, and its events. */
@@ -2072,6 +2090,7 @@ static const struct test tests[] = {
 	{"timeo_before_connect", case_timeo_before_connect, F_LISTEN},
 	{"linger_abort", case_linger_abort, 0},
 	{"sockopt_timeo", case_sockopt_timeo, 0},
+	{"so_error_reset", case_so_error_reset, 0},
 	{"epoll_et", case_epoll_et, 0},
 	{"epoll_oneshot", case_epoll_oneshot, 0},
 	{"epoll_rdhup", case_epoll_rdhup, 0},

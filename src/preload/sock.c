@@ -89,6 +89,20 @@ void zp_set(int fd, struct zsock *z)
 		;
 }
 
+/* SO_ERROR of a switched socket on one host: the peer's reset, once (as
+ * the kernel clears a socket's error when it reports it; a read then sees
+ * the end of the stream), else what the kernel socket says (kerr). */
+int zp_so_error(struct zsock *z, int kerr)
+{
+	if (z->xh)
+		return zx_so_error(z, kerr);
+	if (kerr || !z->sh || z->reset_told ||
+	    !atomic_load_explicit(&z->sh->reset[1 - z->side], memory_order_acquire))
+		return kerr;
+	z->reset_told = true;
+	return ECONNRESET;
+}
+
 /* The program asked for an abortive close (SO_LINGER on, 0 s): on TCP the
  * peer then sees a reset, not the end of the stream. */
 bool zp_linger_abort(int fd)
@@ -723,7 +737,7 @@ bool zp_probe(struct zsock *z)
 	if (zp_real.send(z->fd, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 &&
 	    (errno == EPIPE || errno == ECONNRESET))
 		return true;
-	return !getsockopt(z->fd, SOL_SOCKET, SO_ERROR, &err, &l) &&
+	return !zp_real.getsockopt(z->fd, SOL_SOCKET, SO_ERROR, &err, &l) &&
 	       (err == EPIPE || err == ECONNRESET);
 }
 
@@ -856,7 +870,7 @@ void zp_exec_adopt(const char *st)
 		z->fd = fd;
 		int dom = 0;
 		socklen_t dl = sizeof(dom);
-		z->is_unix = !getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &dom, &dl) && dom == AF_UNIX;
+		z->is_unix = !zp_real.getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &dom, &dl) && dom == AF_UNIX;
 		z->mem = zp_real.fcntl(mem, F_DUPFD_CLOEXEC, 512);
 		zp_real.close(mem);
 		z->rx_k = rx_k;

@@ -836,7 +836,7 @@ void zx_listen_publish(int fd)
 	int type = 0;
 	socklen_t tl = sizeof(type);
 	if (off() || zp_inside || !v4(fd, false, &ip, &port) ||
-	    getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) || type != SOCK_STREAM ||
+	    zp_real.getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) || type != SOCK_STREAM ||
 	    !listener_named(ip, port))
 		return;
 	struct side sd = { .lfd = fd, .ip = ip, .port = port };
@@ -982,7 +982,7 @@ struct zsock *zx_connect_offer(int fd, const struct sockaddr *a, socklen_t len)
 	uint16_t dport = ntohs(d->sin_port), cport;
 	char b1[INET_ADDRSTRLEN], dev[64];
 	if ((dip >> 24) == 127 || !named(dip, dport, 0, 0) ||
-	    getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) || type != SOCK_STREAM ||
+	    zp_real.getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) || type != SOCK_STREAM ||
 	    !v4(fd, false, &cip, &cport))
 		return NULL;
 	const char *why = NULL;
@@ -1804,6 +1804,21 @@ void zx_disarm(struct zsock *z, short armed)
 {
 	(void)armed;
 	atomic_fetch_sub(&z->users, 1);
+}
+
+/* SO_ERROR: a TCP error one of our peeks took from the kernel (gate) is
+ * the program's, reported once, as the kernel would have (kerr: what the
+ * kernel socket says now). */
+int zx_so_error(struct zsock *z, int kerr)
+{
+	struct zx *x = z->xh;
+	if (kerr)
+		return kerr;
+	pthread_mutex_lock(&x->rx_lock);
+	int e = x->pend_err;
+	x->pend_err = 0;
+	pthread_mutex_unlock(&x->rx_lock);
+	return e;
 }
 
 int zx_kfd(struct zsock *z)
