@@ -1182,6 +1182,33 @@ static int case_epoll_level(struct ctx *x)
 	return 0;
 }
 
+/* What poll and epoll say of a socket its peer reset (event loops take
+ * POLLERR or POLLHUP for "read the error, then close"): IN, ERR and HUP;
+ * once a read took the error (ECONNRESET), IN and HUP. */
+static int case_poll_reset(struct ctx *x)
+{
+	unsigned ev;
+	unsigned want = EPOLLIN | EPOLLHUP | EPOLLERR;
+	EXPECT_RET(write(x->c, "unread", 6), 6);
+	TRY(wait_in(x->s, "unread data"));
+	close_fd(&x->s);
+	TRY(wait_in(x->c, "after close"));
+	int ep = epoll_create1(EPOLL_CLOEXEC);
+	CHECK(ep >= 0, "epoll_create1: %s", errname(errno));
+	TRY(ep_ctl(ep, EPOLL_CTL_ADD, x->c, EPOLLIN | EPOLLRDHUP));
+	unsigned m = EPOLLIN | EPOLLOUT | EPOLLERR | EPOLLHUP;
+	EXPECT_EV(poll1(x->c, POLLIN, 0, &ev), 1, m, want, "poll after the reset");
+	EXPECT_EV(ep_wait1(ep, 0, &ev), 1, m, want, "epoll after the reset");
+	char b[8];
+	EXPECT_ERR(read(x->c, b, sizeof b), ECONNRESET);
+	EXPECT_RET(read(x->c, b, sizeof b), 0);
+	want &= ~(unsigned)EPOLLERR;
+	EXPECT_EV(poll1(x->c, POLLIN, 0, &ev), 1, m, want, "poll, error read");
+	EXPECT_EV(ep_wait1(ep, 0, &ev), 1, m, want, "epoll, error read");
+	close(ep);
+	return 0;
+}
+
 /* A socket in an epoll set from before its connect (event loops that
  * register first): the set reports its bytes and its peer's EOF as for
  * one added after. Across hosts the preload used to switch such a socket
@@ -2091,6 +2118,7 @@ static const struct test tests[] = {
 	{"linger_abort", case_linger_abort, 0},
 	{"sockopt_timeo", case_sockopt_timeo, 0},
 	{"so_error_reset", case_so_error_reset, 0},
+	{"poll_reset", case_poll_reset, 0},
 	{"epoll_et", case_epoll_et, 0},
 	{"epoll_oneshot", case_epoll_oneshot, 0},
 	{"epoll_rdhup", case_epoll_rdhup, 0},

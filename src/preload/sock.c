@@ -678,7 +678,7 @@ short zp_ready(struct zsock *z, short events)
 		r |= POLLHUP; /* both ways shut, as the kernel says */
 	if (atomic_load_explicit(&z->tx_ring, memory_order_acquire)) {
 		if (atomic_load_explicit(&z->sh->reset[1 - z->side], memory_order_acquire))
-			r |= POLLOUT | POLLERR | POLLHUP;
+			r |= POLLOUT | POLLHUP | (z->reset_told ? 0 : POLLERR); /* until read */
 		else if (peer_gone(z))
 			r |= POLLOUT;
 		else if (tx_room(z) != 0)

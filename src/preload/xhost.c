@@ -1767,6 +1767,13 @@ short zx_ready(struct zsock *z, short events)
 out_w:
 	if ((x->fin || x->tcp_eof) && z->wr_shut)
 		r |= POLLHUP;
+	if (!atomic_load(&x->s->rx_rdma)) { /* input on TCP: its error and hang-up */
+		struct pollfd p = { .fd = z->fd, .events = 0 };
+		if (zp_real.poll(&p, 1, 0) > 0)
+			r |= p.revents & (POLLERR | POLLHUP);
+		if (x->pend_err) /* the kernel's error, taken by our peek */
+			r |= POLLERR;
+	}
 	return (short)(r & (events | POLLERR | POLLHUP));
 }
 
