@@ -1182,6 +1182,24 @@ static int case_epoll_level(struct ctx *x)
 	return 0;
 }
 
+/* shutdown(SHUT_RD): what already came can still be read, then the
+ * stream ends for us (read returns 0, poll says IN and RDHUP), and the
+ * peer can still be written to. */
+static int case_shutdown_rd(struct ctx *x)
+{
+	unsigned ev;
+	EXPECT_RET(write(x->c, "abc", 3), 3);
+	TRY(wait_in(x->s, "data"));
+	EXPECT_OK(shutdown(x->s, SHUT_RD));
+	TRY(expect_bytes(x->s, "abc", 3, "what came before"));
+	char b[8];
+	EXPECT_RET(read(x->s, b, sizeof b), 0);
+	EXPECT_EV(poll1(x->s, POLLIN | POLLRDHUP, 0, &ev), 1, POLLIN | POLLRDHUP,
+		  POLLIN | POLLRDHUP, "after SHUT_RD");
+	EXPECT_RET(write(x->s, "out", 3), 3);
+	return expect_bytes(x->c, "out", 3, "the other way");
+}
+
 /* What poll and epoll say of a socket its peer reset (event loops take
  * POLLERR or POLLHUP for "read the error, then close"): IN, ERR and HUP;
  * once a read took the error (ECONNRESET), IN and HUP. */
@@ -2119,6 +2137,7 @@ static const struct test tests[] = {
 	{"sockopt_timeo", case_sockopt_timeo, 0},
 	{"so_error_reset", case_so_error_reset, 0},
 	{"poll_reset", case_poll_reset, 0},
+	{"shutdown_rd", case_shutdown_rd, 0},
 	{"epoll_et", case_epoll_et, 0},
 	{"epoll_oneshot", case_epoll_oneshot, 0},
 	{"epoll_rdhup", case_epoll_rdhup, 0},

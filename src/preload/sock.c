@@ -450,8 +450,6 @@ ssize_t zp_recv(struct zsock *z, const struct iovec *iov, int n, int flags)
 		return 0;
 	int64_t deadline = deadline_of(z, flags, true);
 	bool all = (flags & MSG_WAITALL) && !(flags & MSG_PEEK);
-	if (z->rd_shut)
-		return 0;
 	for (;;) {
 		zp_poll_join(z);
 		if (atomic_load_explicit(&z->sh->reset[1 - z->side], memory_order_acquire)) {
@@ -505,7 +503,7 @@ ssize_t zp_recv(struct zsock *z, const struct iovec *iov, int n, int flags)
 				return (ssize_t)got;
 			}
 		}
-		if (got && !all)
+		if ((got && !all) || z->rd_shut) /* shut for reading: what came, then 0 */
 			return (ssize_t)got;
 		int r = deadline ? zp_wait_one(z, POLLIN, deadline) : -EAGAIN;
 		if (r) {

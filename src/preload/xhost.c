@@ -1430,8 +1430,6 @@ ssize_t zx_recv(struct zsock *z, const struct iovec *iov, int n, int flags)
 	size_t total = iov_total(iov, n), got = 0;
 	if (!total)
 		return 0;
-	if (z->rd_shut)
-		return 0;
 	setup_start(z);
 	int64_t deadline = deadline_of(z, flags, z->rcvtimeo_us), spin_end = -1;
 	bool all = (flags & MSG_WAITALL) && !(flags & MSG_PEEK);
@@ -1463,7 +1461,7 @@ ssize_t zx_recv(struct zsock *z, const struct iovec *iov, int n, int flags)
 			errno = (int)-r;
 			return -1;
 		}
-		if (got && !all)
+		if ((got && !all) || z->rd_shut) /* shut for reading: what came, then 0 */
 			return (ssize_t)got;
 		if (!deadline) {
 			errno = EAGAIN;
