@@ -1229,8 +1229,8 @@ static int case_poll_reset(struct ctx *x)
 
 /* A socket in an epoll set from before its connect (event loops that
  * register first): the set reports its bytes and its peer's EOF as for
- * one added after. Across hosts the preload used to switch such a socket
- * to rdma and leave the set watching the silent TCP socket. */
+ * one added after. The preload used to leave such a registration on the
+ * plain socket, and the set saw none of the switched bytes. */
 static int case_epoll_before_connect(struct ctx *x)
 {
 	unsigned ev;
