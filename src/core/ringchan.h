@@ -160,7 +160,6 @@ void zl_ringchan_fini(struct zl_ringchan *rc);
 
 extern const struct zl_chan_ops zl_ringchan_ops;
 
-/* Count n system calls made for rc (any thread). */
 /* RX waits on this channel are woken by the records themselves (see
  * rx_self_wake), unless the owner arms for one-sided pokes. */
 static inline bool zl_rc_self_woken(const struct zl_ringchan *rc)
@@ -168,6 +167,7 @@ static inline bool zl_rc_self_woken(const struct zl_ringchan *rc)
 	return rc->link->rx_self_wake && !rc->rx_pokes;
 }
 
+/* Count n system calls made for rc (any thread). */
 static inline void zl_rc_syscall(struct zl_ringchan *rc, uint64_t n)
 {
 	atomic_fetch_add_explicit(&rc->syscalls, n, memory_order_relaxed);

@@ -89,9 +89,10 @@ void zp_set(int fd, struct zsock *z)
 		;
 }
 
-/* SO_ERROR of a switched socket on one host: the peer's reset, once (as
- * the kernel clears a socket's error when it reports it; a read then sees
- * the end of the stream), else what the kernel socket says (kerr). */
+/* SO_ERROR of a switched socket (kerr: what the kernel socket says): on
+ * one host the peer's reset, once (as the kernel clears a socket's error
+ * when it reports it; a read then sees the end of the stream); across
+ * hosts xhost.c's. */
 int zp_so_error(struct zsock *z, int kerr)
 {
 	if (z->xh)

@@ -356,16 +356,17 @@ out:
 }
 
 /* fd switched in connect(2) (z is new): a registration the program made
- * before, on the plain socket, now follows z as one made after would.
- * Across hosts z's bytes arrive on another fd (zp_kfd), so without this
- * such a program waited in epoll_wait forever. */
+ * before, on the plain socket, now follows z as one made after would
+ * (without it the set never looked at z's ring, and across hosts it
+ * watched the silent TCP socket instead of zp_kfd). */
 void zp_epoll_follow(int fd, struct zsock *z)
 {
 	if (!atomic_load(&nlive))
 		return;
+	int kfd = zp_kfd(z, fd);
 	pthread_mutex_lock(&sets_lock);
 	for (int i = 0; i < nlive; i++) {
-		int ep = live[i], kfd = zp_kfd(z, fd);
+		int ep = live[i];
 		struct epset *s = sets[ep];
 		pthread_mutex_lock(&s->lock);
 		struct reg *g = fd < s->cap ? &s->r[fd] : NULL;
