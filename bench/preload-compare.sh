@@ -21,7 +21,7 @@
 # rsockets' librspreload.so on both ends (rs); redis-benchmark GET and SET
 # (-c 1 -P 1, -c 50; each run's request count set from a warm-up to last
 # about S seconds), pgbench -S -c 1, and 64-byte round trips between two
-# processes that only read and write (src/preload/xhost_test ping: what
+# processes that only read and write (tests/preload/xhost_test ping: what
 # rsockets can serve, the servers above need epoll). Every run's rxe
 # packets are counted: an rdma run that moved fewer packets than it made
 # requests, or a TCP run that moved as many, counts as failed.
@@ -104,8 +104,8 @@ if [ $vm = 1 ] && [ $guest = 0 ]; then
 	exit $rc
 fi
 
-. "$root/src/preload/progs/lib.sh"
-. "$root/src/preload/progs/pg.sh"
+. "$root/tests/preload/progs/lib.sh"
+. "$root/tests/preload/progs/pg.sh"
 need redis-server redis-cli redis-benchmark taskset
 [ $guest = 1 ] || need memcached memcaslap python3
 pg_need
@@ -193,11 +193,11 @@ measure() {
 		sed -n 's/^tps = \([0-9.]*\) (without.*/\1/p' "$tmp/m.out" ;;
 	ping-64B) # a server per run (it serves one connection)
 		: > "$tmp/ping.out" # (here: the server may open it after wait_for looks)
-		setsid taskset -c 1 $(pre_of "$m") "$build/src/preload/xhost_test" server "$A" \
+		setsid taskset -c 1 $(pre_of "$m") "$build/tests/preload/xhost_test" server "$A" \
 			"${tport[$m]}" echo >> "$tmp/ping.out" 2>&1 &
 		s=$!
 		wait_for 100 grep -q listening "$tmp/ping.out"
-		cli "$m" "$build/src/preload/xhost_test" client "$A" "${tport[$m]}" "$ZL_RDMA_IP_B" ping \
+		cli "$m" "$build/tests/preload/xhost_test" client "$A" "${tport[$m]}" "$ZL_RDMA_IP_B" ping \
 			"${n:-2000}" > "$tmp/m.out" 2>&1
 		echo "(exit $?)" >> "$tmp/m.out"
 		kill "$s" 2>/dev/null

@@ -24,7 +24,7 @@ PKGS=(
 	gnuplot-nox ucx-utils sockperf redis-server memcached
 	# UCX as a method of `zl-bench blocks`, in the same run as zipline
 	libucx-dev
-	# the preload's real programs (src/preload/progs): clients and servers
+	# the preload's real programs (tests/preload/progs): clients and servers
 	python3 postgresql-15 nginx curl libmemcached-tools
 	# rsockets' librspreload.so (bench/preload-compare.sh --vm)
 	librdmacm1

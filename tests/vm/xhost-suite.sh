@@ -11,7 +11,7 @@ set -u
 B=${1:?usage: xhost-suite.sh BUILD_DIR CASE}
 case_=${2:?usage: xhost-suite.sh BUILD_DIR CASE}
 A=${ZL_RDMA_IP_A:?run this inside tests/vm/rdma-vm.sh} C=${ZL_RDMA_IP_B:?}
-T=$B/src/preload/xhost_test RUN=$B/tools/zl-run
+T=$B/tests/preload/xhost_test RUN=$B/tools/zl-run
 dir=$(mktemp -d) || exit 1
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$dir"; }
@@ -48,10 +48,10 @@ sem)
 	# the semantics suite, plain and with the preload on both ends (every
 	# end lives in the suite's own processes), across the two addresses
 	export SEM_TCP4_ADDR=$A SEM_TCP4_SRC=$C
-	"$B/src/preload/sem_test" tcp4 > "$dir/plain" 2> "$dir/plain.err"
+	"$B/tests/preload/sem_test" tcp4 > "$dir/plain" 2> "$dir/plain.err"
 	rc=$?
 	[ $rc -eq 0 ] || { echo "plain run failed ($rc)"; cat "$dir/plain" "$dir/plain.err"; exit 1; }
-	ZL_PRELOAD_XHOST=all "${pre[@]}" -- "$B/src/preload/sem_test" tcp4 > "$dir/pre" 2> "$dir/pre.err"
+	ZL_PRELOAD_XHOST=all "${pre[@]}" -- "$B/tests/preload/sem_test" tcp4 > "$dir/pre" 2> "$dir/pre.err"
 	rc=$?
 	n=$(switched "$dir/pre.err")
 	echo "preloaded: $n directions of connections switched to rdma"
@@ -155,7 +155,7 @@ redis)
 	;;
 postgres)
 	# PostgreSQL 15 on A as nobody, psql and pgbench from B, plain and both
-	# ends preloaded: src/preload/progs/postgres.sh across hosts (pgbench
+	# ends preloaded: tests/preload/progs/postgres.sh across hosts (pgbench
 	# -i, -S and TPC-B with 0 failed transactions, equal table checksums,
 	# the connections switched to rdma)
 	# (its whole tree: the word "postgres" among rdma-vm.sh's arguments
@@ -163,7 +163,7 @@ postgres)
 	[ -x /usr/lib/postgresql/15/bin/initdb ] && [ -d /usr/share/postgresql/15 ] ||
 		{ echo "skip: PostgreSQL 15 not in the guest (ZL_VM_EXTRA: tests/vm/guest-programs.sh)"; exit 77; }
 	route_from_b
-	sh "$B/src/preload/progs/postgres.sh" "$RUN" "$A"
+	sh "$B/tests/preload/progs/postgres.sh" "$RUN" "$A"
 	;;
 ping)
 	# not in rdma-suite.sh's list (a figure, not a check): 64-byte round
