@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /* Logging goes to a user callback, or to stderr when ZL_LOG is set. */
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "log.h"
 
 static zl_log_fn log_fn;
@@ -63,4 +65,17 @@ void zl_log_emit(enum zl_log_level level, const char *fmt, ...)
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	fn(level, msg, log_arg);
+}
+
+unsigned zl_log_allow(struct zl_ratelimit *rl)
+{
+	long long sec = zl_now_us() / 1000000;
+	long long was = atomic_load_explicit(&rl->second, memory_order_relaxed);
+	if (sec != was && atomic_compare_exchange_strong(&rl->second, &was, sec))
+		atomic_store_explicit(&rl->lines, 0, memory_order_relaxed);
+	if (atomic_fetch_add_explicit(&rl->lines, 1, memory_order_relaxed) >= ZL_LOG_BURST) {
+		atomic_fetch_add_explicit(&rl->dropped, 1, memory_order_relaxed);
+		return 0;
+	}
+	return 1 + atomic_exchange_explicit(&rl->dropped, 0, memory_order_relaxed);
 }

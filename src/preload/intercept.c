@@ -365,7 +365,8 @@ static bool passes_switched(const struct msghdr *m)
 		for (size_t i = 0; i < n; i++) {
 			int pfd;
 			memcpy(&pfd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-			if (zs(pfd)) {
+			struct zsock *z = zs(pfd);
+			if (z && !zp_give_up(z)) {
 				ZL_LOG(ZL_LOG_WARN, "preload: fd %d is switched and cannot be passed "
 				       "to another process (SCM_RIGHTS): EOPNOTSUPP", pfd);
 				return true;

@@ -17,6 +17,9 @@
 #include <sys/uio.h>
 
 #include "log.h"
+#include "wire.h"
+
+#define ZP_UNLATCHED UINT64_MAX
 
 /* ---- the real libc calls (intercept.c) ---------------------------------- */
 
@@ -54,7 +57,7 @@ extern bool zp_allow_other_uid;
 /* ---- shared memory: one memfd per connection, made by the client ------- */
 
 #define ZP_MAGIC 0x5a4c5052u /* "ZLPR" */
-#define ZP_VERSION 1
+#define ZP_VERSION 2
 #define ZP_HDR 4096
 
 /* One direction. The sender owns tail, state, kbytes, closed and
@@ -77,13 +80,23 @@ struct zp_dir {
 };
 
 struct zp_shared {
-	uint32_t magic, version, ring_size, hdr_size;
-	_Atomic uint32_t joined;  /* the server attached: both sides use rings */
-	_Atomic uint32_t gone[2]; /* the side's last copy closed */
-	_Atomic uint32_t reset[2]; /* ... with bytes unread: the peer gets ECONNRESET */
-	_Atomic int32_t refs[2];  /* processes holding the side */
-	char pad[64 - 44];
+	uint32_t magic, version, ring_size, hdr_size; /* the client's, read once */
+	_Atomic uint32_t joined;    /* the server mapped them and answered: only a
+				     * hint to the client (rendezvous.c) */
+	_Atomic uint32_t client_ok; /* the client proved the server: the server's
+				     * sends may move to the ring */
+	_Atomic uint32_t gone[2];   /* the side's last copy closed */
+	_Atomic uint32_t reset[2];  /* ... with bytes unread: the peer gets ECONNRESET */
+	_Atomic int32_t refs[2];    /* processes holding the side */
+	char pad[64 - 48];
 	struct zp_dir dir[2];     /* 0: client to server, 1: server to client */
+};
+
+/* A client's proof of its server, in memory its forks share and its peer
+ * does not: ZP_PENDING until one of them proves the answer or gives up. */
+enum { ZP_PENDING, ZP_PROVEN, ZP_GAVE_UP };
+struct zp_family {
+	_Atomic uint32_t state;
 };
 
 /* ---- a zipline socket in this process --------------------------------- */
@@ -99,8 +112,9 @@ struct zsock {
 	struct zp_dir *tx, *rx;
 	uint8_t *txr, *rxr;
 	uint32_t size;
-	uint64_t rx_k;            /* kernel bytes consumed (receiving) */
-	uint64_t tx_k;            /* kernel bytes sent (before our switch) */
+	_Atomic uint64_t rx_k;    /* kernel bytes consumed (receiving) */
+	_Atomic uint64_t tx_k;    /* kernel bytes sent (before our switch; written
+				   * under lock, read by exec and the switch) */
 	_Atomic bool tx_ring;     /* our sends use the ring */
 	_Atomic bool peer_eof;    /* the kernel stream ended */
 	_Atomic bool nonblock;    /* O_NONBLOCK of the file */
@@ -116,8 +130,24 @@ struct zsock {
 	_Atomic int users;        /* threads asleep with it: freed after them */
 	int64_t dead_at;          /* closed: freed a while after (see bury) */
 	struct zsock *grave_next;
-	int hello_fd;             /* client: the rendezvous connection, until joined */
+	int hello_fd;             /* the rendezvous connection, until joined */
 	int mem;                  /* the memfd (for exec), close-on-exec */
+	/* the client until it proved the server (rendezvous.c): nothing the
+	 * rings say is believed; both directions stay on the kernel stream */
+	_Atomic bool pending;
+	struct zp_family *fam;    /* the proof, shared by our forks only */
+	_Atomic bool trusted;     /* fam says proven (or we are the server) */
+	int64_t join_until;       /* then the answer is given up */
+	_Atomic unsigned pend_calls;
+	struct zp_wire *named;    /* the processes the answers name */
+	int nnamed;
+	_Atomic bool joined_seen; /* the server: the client proved us */
+	/* what the peer wrote, as first read (sock.c): never read again */
+	_Atomic uint64_t rx_kb;   /* its kbytes once its state said 1, or
+				   * ZP_UNLATCHED */
+	_Atomic bool reset_seen;  /* its reset, or a lie of its: ECONNRESET */
+	_Atomic bool closed_seen; /* its end of stream, after closed_tail bytes */
+	_Atomic uint64_t closed_tail;
 	struct zx *xh;            /* across hosts (xhost.c): the rdma channel; then
 				   * sh is NULL and every call goes to xhost.c */
 };
@@ -158,8 +188,11 @@ void zp_drain(struct zsock *z);
 bool zp_probe(struct zsock *z);
 /* the peer's bytes still come on the kernel stream (sent before its switch) */
 bool zp_rx_on_kernel(struct zsock *z);
-/* the client's switch, once the server joined */
+/* the switch that waits for the other end (sock.c: zp_poll_join) */
 void zp_poll_join(struct zsock *z);
+/* a client not joined yet stays a kernel socket for good; true if z was
+ * one (fd passing: a kernel socket can be passed) */
+bool zp_give_up(struct zsock *z);
 void zp_fork_prepare(void);
 void zp_fork_failed(void);
 void zp_atfork_child(void);
@@ -170,12 +203,23 @@ void zp_exec_failed(void);      /* undo zp_exec_state */
 void zp_exec_adopt(const char *state);
 
 /* rendezvous (rendezvous.c) */
-struct zsock *zp_map(int mem, uint32_t ring, int side);
+struct zsock *zp_map(int mem, uint32_t ring, int side); /* mem -1: reserved */
 void zp_listen_publish(int fd);
 struct zsock *zp_connect_offer(int fd, const struct sockaddr *a, socklen_t len);
 void zp_connect_done(struct zsock *z, int ok);
 struct zsock *zp_accept_match(int lfd, int fd);
 void zp_listen_close(int fd);
+/* the client's proof of the answer, under z->lock: 1 proven, 0 not yet,
+ * -1 none will come */
+int zp_client_join(struct zsock *z);
+void zp_name_child(struct zsock *z, int fd); /* fork: the child names itself */
+void zp_join_free(struct zsock *z);          /* what a join kept */
+
+/* proofs (proof.c) */
+uint64_t zp_ino(int fd);       /* a socket's inode, 0 if fd is none */
+uint64_t zp_other_end(int fd); /* the other end's, if on this host; else 0 */
+/* pid holds sockets ino1 at fd1 and ino2 at fd2, now */
+bool zp_holds(int32_t pid, int fd1, uint64_t ino1, int fd2, uint64_t ino2);
 
 /* across hosts (xhost.c): the same calls for a socket with z->xh */
 extern __thread int zp_inside; /* > 0: our own calls into the zipline library */
@@ -208,6 +252,9 @@ void zx_exec_adopt(const char *entry);
 uint64_t zx_tx_mark(struct zsock *z);
 /* the fd the kernel waits on for socket fd */
 static inline int zp_kfd(struct zsock *z, int fd) { return z && z->xh ? zx_kfd(z) : fd; }
+
+/* clients that gave up their join so far (sock.c), for epoll sets */
+extern _Atomic unsigned zp_gave_up;
 
 /* waiting (wait.c) */
 int zp_poll(struct pollfd *fds, nfds_t n, int64_t timeout_us, const sigset_t *mask);

@@ -1,31 +1,90 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Finding out, outside the stream, that both ends run the preload.
+ * Finding out, outside the stream, that both ends of a connection on this
+ * host run the preload, and proving to each end that the other is the
+ * other end of that very connection.
  *
- * A preloaded process that listens on a TCP port or a Unix socket file also
- * listens on an abstract SEQPACKET socket named after it ("zipline-preload/
- * tcp/PORT", or "zipline-preload/unix/DEV-INO" of the socket file). A
- * preloaded client, before its connect(2), connects there (if nobody does,
- * the socket stays a kernel socket) and sends a hello with two fds: its own
- * socket, and the memfd holding both rings. Because the hello is queued
- * before the connection exists, it is always there when the server accepts
- * that connection: accept drains the rendezvous and matches the accepted
- * socket against each hello's socket (the address pair for TCP, the peer
- * inode through sock_diag for Unix sockets). Holding the client's socket is
- * the proof that the hello is the client's: nobody else can pass it. The
- * uid rule holds both ways (SO_PEERCRED on the rendezvous), so a stranger
- * can neither take a server's connections nor offer it rings. A hello that
- * no accept matches (another process accepted, the connect failed) expires.
- * The server then maps the rings and joins (sock.c); the client notices the
- * join on its next call.
+ * The protocol. A preloaded process that listens on a TCP port or a Unix
+ * socket file also listens on an abstract SEQPACKET socket named after it
+ * ("zipline-preload/tcp/PORT", or "zipline-preload/unix/DEV-INO" of the
+ * socket file). A preloaded client, before its connect(2), connects there
+ * (nobody: the socket stays a kernel socket) and sends a hello with the
+ * memfd of the rings it made and its claims: its pid, and the fd numbers
+ * and socket inodes of its socket and of this rendezvous connection. The
+ * hello is queued before the connection exists, so it is there when the
+ * server accepts the connection; accept takes it and:
+ *   1. asks the kernel (sock_diag) for the inode of the accepted socket's
+ *      other end, and for the other end of the rendezvous connection;
+ *   2. believes the hello only if /proc/PID/fd of the process it names
+ *      shows, right now, both: the client end of the accepted connection at
+ *      the fd it claims and the client end of the rendezvous connection at
+ *      the other (proof.c; both through one handle on /proc/PID, which a
+ *      pid reused meanwhile cannot pass);
+ *   3. maps the rings, answers on the rendezvous connection with the same
+ *      claims about its own end, and only then sets `joined` in them.
+ * The client trusts nothing in its rings until it has proven the answer
+ * the same way: `joined` only tells it that an answer is worth looking for
+ * (anyone who got the memfd could set it). Proven, it records so in a page
+ * that only its own process family shares (struct zp_family: forks see
+ * it, the peer does not), sets `client_ok` in the rings and its sends
+ * move to the ring. The server's sends move once it sees `client_ok`:
+ * until then both directions stay on the kernel stream (sock.c: each
+ * direction switches on its own, losslessly), so a client that refuses or
+ * never answers costs the connection nothing. A process that forks an
+ * accepted, not yet joined socket names itself to the client too (a
+ * fork-per-connection server's parent closes its copy), and the client
+ * tries each process named.
+ *
+ * Why the proofs bind the exact connection: an inode names one live socket
+ * (never an address pair, which a closed connection hands to the next one
+ * from the same port), and only the kernel fills /proc/PID/fd. The server
+ * maps rings only from a process proven to hold the client end of the
+ * connection it accepted, and the client trusts them only after an answer
+ * that came through the other end of its own rendezvous connection, from
+ * a process proven to hold the server end. Whoever else got the memfd (a
+ * squatter on the name) sees rings that nothing is ever written into.
+ *
+ * Threat model (the preload grants no process anything the kernel would
+ * not; the kernel lets only the holders of a connection's two sockets see
+ * its bytes):
+ *  - A process of the same uid that is not a party: it can connect to any
+ *    rendezvous, send any hello, bind any free name, replay, race and
+ *    reset. Its hellos name sockets it does not hold, so they fail step 2;
+ *    a stale hello (its connection closed) names an inode that no live
+ *    connection has. Squatting a name (the server not preloaded, or not
+ *    started yet): it gets the client's empty rings, and its answer fails
+ *    the client's proofs, so they stay empty; a server that finds its name
+ *    taken stays on the kernel. It can read what /proc shows of others (pids, fd numbers,
+ *    inodes): nothing in a hello is secret.
+ *  - Another uid: refused on the rendezvous (SO_PEERCRED) unless both ends
+ *    set ZL_PRELOAD_ALLOW_OTHER_UID=1; even then /proc/PID/fd of another
+ *    uid is readable only with privilege, so such a connection switches
+ *    only where each end may inspect the other (root).
+ *  - Root, or a process that may ptrace a party: the kernel already gives
+ *    it the party's sockets (pidfd_getfd, ptrace); nothing to defend.
+ *  - Pre-forked workers: the worker that accepts takes the hello (every
+ *    worker holds the rendezvous listener) and answers for itself.
+ *  - Fork: both processes map the same rings (refs in sock.c), and a
+ *    client's proof is its family's (struct zp_family). A server that forks
+ *    before the client's proof names the child too (above). A client that
+ *    execs before its proof gives it up: the new image sees a kernel
+ *    socket, and so does the rest of its family.
+ *  - Fds passed to other processes: a switched socket cannot be passed
+ *    (sendmsg refuses with EOPNOTSUPP); a client's not yet proven is given
+ *    up (a kernel socket) and passed.
+ *  - Residual: a process allowed to inspect a party (PTRACE_MODE_READ:
+ *    the same uid, with Yama's ptrace_scope at most 1) can open the memfd
+ *    through /proc/PID/fd. With ptrace_scope 0 it may ptrace the party
+ *    anyway; with 1 it may not, and the rings are open to it.
+ *  - Residual: socket inode numbers are 32 bits and wrap; a process that
+ *    burns about 2^32 inodes (socket or pipe creations, about half an hour
+ *    of one CPU) while a victim's connection lives could hold a socket
+ *    with the inode of the victim's other end.
+ * After the switch a peer can still lie in the shared memory: sock.c
+ * checks every value it reads there against what the stream carried.
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/inet_diag.h>
-#include <linux/netlink.h>
-#include <linux/rtnetlink.h>
-#include <linux/sock_diag.h>
-#include <linux/unix_diag.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,35 +97,25 @@
 #include "clock.h"
 #include "preload.h"
 #include "sockutil.h"
+#include "wire.h"
 
-#define HELLO_MAGIC 0x5a4c5048u /* "ZLPH" */
 #define MAX_PENDING 256
-#define PENDING_US 10000000 /* an offer whose connection is not accepted */
-#define SILENT_US 1000000    /* a rendezvous connection without its hello */
-#define DRAIN 4096           /* connections taken from the rendezvous per look */
-#define HIGH_FD 512 /* our fds live above the numbers programs expect */
+#define PENDING_US 10000000 /* a hello whose connection is not accepted */
+#define SILENT_US 1000000   /* a rendezvous connection without its hello */
+#define DRAIN 4096          /* connections taken from the rendezvous per look */
+#define HIGH_FD 512         /* our fds live above the numbers programs expect */
+#define MAX_NAMED 8         /* processes an answer names, at most */
 
-struct hello {
-	uint32_t magic, version, ring_size, pad;
-};
-
-/* An offer. Its client's socket is held only until it is connected: then
- * what names the connection is kept instead (a held copy would keep the
- * socket open after the client's close, with no FIN, if another process
- * accepts the connection, as pre-forked workers do). */
+/* A hello, or a rendezvous connection whose hello has not come yet. */
 struct pending {
-	int conn;          /* the rendezvous connection, until its hello came */
-	int sock, mem;     /* then the client's socket and memfd */
-	uint32_t ring_size;
+	int conn, mem;
+	bool heard;
+	struct zp_wire w;
 	int64_t since;
-	bool known;        /* sock was connected: the names below, sock closed */
-	struct sockaddr_storage self, peer; /* TCP: the client's two ends */
-	socklen_t self_len, peer_len;
-	uint64_t peer_ino; /* Unix: the inode of the accepted socket */
 };
 
 struct rdv {
-	int lfd, rfd;      /* the program's listener, our rendezvous */
+	int lfd, rfd; /* the program's listener, our rendezvous */
 	struct pending p[MAX_PENDING];
 	int np;
 };
@@ -74,6 +123,7 @@ struct rdv {
 static pthread_mutex_t rdv_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct rdv *rdvs[64];
 static int nrdv;
+static struct zl_ratelimit rl_claim, rl_answer, rl_squat;
 
 static int high_fd(int fd)
 {
@@ -132,14 +182,73 @@ static bool is_stream(int fd, int *family)
 
 static bool uid_ok(int fd)
 {
+	static struct zl_ratelimit rl;
 	struct ucred cr;
 	socklen_t l = sizeof(cr);
 	if (zp_real.getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &l))
 		return false;
 	if (cr.uid == geteuid() || zp_allow_other_uid)
 		return true;
-	ZL_LOG(ZL_LOG_INFO, "preload: a peer of uid %u is not switched", (unsigned)cr.uid);
+	ZL_LOG_RL(&rl, ZL_LOG_INFO, "preload: a peer of uid %u is not switched", (unsigned)cr.uid);
 	return false;
+}
+
+/* One rendezvous message without waiting: 1 taken (*w, and *mem if
+ * want_fds), 0 none yet, -1 malformed or the end (every fd it carried
+ * closed but the one returned). */
+static int recv_wire(int c, uint32_t magic, int want_fds, struct zp_wire *w, int *mem)
+{
+	union {
+		char b[CMSG_SPACE(ZP_WIRE_MAXFDS * sizeof(int))];
+		struct cmsghdr align;
+	} cb;
+	unsigned char buf[sizeof(*w) + 1];
+	struct iovec io = { buf, sizeof(buf) };
+	struct msghdr m = { .msg_iov = &io, .msg_iovlen = 1, .msg_control = cb.b,
+			    .msg_controllen = sizeof(cb.b) };
+	ssize_t n = zp_real.recvmsg(c, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+		return 0;
+	int fds[ZP_WIRE_MAXFDS], nf = 0;
+	int r = n > 0 ? zp_wire_parse(buf, n, m.msg_flags, cb.b, m.msg_controllen, magic, want_fds,
+				      w, fds, &nf)
+		      : -1;
+	for (int i = r ? 0 : want_fds; i < nf; i++)
+		zp_real.close(fds[i]);
+	if (r)
+		return -1;
+	if (want_fds)
+		*mem = fds[0];
+	return 1;
+}
+
+static int send_wire(int c, const struct zp_wire *w, int mem)
+{
+	union {
+		char b[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} cb;
+	memset(&cb, 0, sizeof(cb));
+	struct iovec io = { (void *)w, sizeof(*w) };
+	struct msghdr m = { .msg_iov = &io, .msg_iovlen = 1 };
+	if (mem >= 0) {
+		m.msg_control = cb.b;
+		m.msg_controllen = sizeof(cb.b);
+		struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(cm), &mem, sizeof(int));
+	}
+	return zp_real.sendmsg(c, &m, MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t)sizeof(*w) ? 0 : -1;
+}
+
+/* Our claims for a message on rendezvous connection c about socket fd. */
+static struct zp_wire claims(uint32_t magic, uint32_t ring, int fd, int c)
+{
+	return (struct zp_wire){ .magic = magic, .version = ZP_WIRE_VERSION, .ring_size = ring,
+				 .pid = (int32_t)getpid(), .sock_fd = fd, .rdv_fd = c,
+				 .sock_ino = zp_ino(fd), .rdv_ino = zp_ino(c) };
 }
 
 /* ---- the listening side ------------------------------------------------ */
@@ -158,8 +267,10 @@ void zp_listen_publish(int fd)
 	if (r < 0)
 		return;
 	if (bind(r, (struct sockaddr *)&u, ulen) || zp_real.listen(r, 1024)) {
-		ZL_LOG(ZL_LOG_INFO, "preload: no rendezvous for listener %d: %s", fd,
-		       strerror(errno));
+		/* taken: another listener of ours on the port, or a squatter;
+		 * either way this listener's connections stay on the kernel */
+		ZL_LOG_RL(&rl_squat, ZL_LOG_INFO, "preload: no rendezvous for listener %d (@%s: %s)",
+			  fd, u.sun_path + 1, strerror(errno));
 		zp_real.close(r);
 		return;
 	}
@@ -178,14 +289,12 @@ void zp_listen_publish(int fd)
 	pthread_mutex_unlock(&rdv_lock);
 }
 
-static void learn(struct pending *p);
-
 static void pending_drop(struct rdv *v, int i)
 {
-	int fds[3] = { v->p[i].conn, v->p[i].sock, v->p[i].mem };
-	for (int k = 0; k < 3; k++)
-		if (fds[k] >= 0)
-			zp_real.close(fds[k]);
+	if (v->p[i].conn >= 0)
+		zp_real.close(v->p[i].conn);
+	if (v->p[i].mem >= 0)
+		zp_real.close(v->p[i].mem);
 	v->p[i] = v->p[--v->np];
 }
 
@@ -207,173 +316,72 @@ void zp_listen_close(int fd)
 	pthread_mutex_unlock(&rdv_lock);
 }
 
-/* The hello on rendezvous connection p->conn: 1 taken (p->sock, p->mem),
- * 0 not there yet, -1 refused (the client stays on the kernel). */
-static int read_hello(struct pending *p)
+/* Room for one more: when full, the oldest entry of the pid that holds the
+ * most goes, so that one flooding process evicts its own first. */
+static void make_room(struct rdv *v)
 {
-	struct hello h;
-	char cbuf[CMSG_SPACE(2 * sizeof(int))];
-	struct iovec io = { &h, sizeof(h) };
-	struct msghdr m = { .msg_iov = &io, .msg_iovlen = 1, .msg_control = cbuf,
-			    .msg_controllen = sizeof(cbuf) };
-	ssize_t n = zp_real.recvmsg(p->conn, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
-		return 0;
-	int fds[2] = { -1, -1 }, nf = 0;
-	struct cmsghdr *cm = n > 0 ? CMSG_FIRSTHDR(&m) : NULL;
-	if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
-		nf = (int)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-		memcpy(fds, CMSG_DATA(cm), (size_t)(nf > 2 ? 2 : nf) * sizeof(int));
+	if (v->np < MAX_PENDING)
+		return;
+	int worst = 0, most = 0;
+	for (int i = 0; i < v->np; i++) {
+		int n = 0, oldest = i;
+		for (int j = 0; j < v->np; j++)
+			if (v->p[j].w.pid == v->p[i].w.pid) {
+				n++;
+				if (v->p[j].since < v->p[oldest].since)
+					oldest = j;
+			}
+		if (n > most) {
+			most = n;
+			worst = oldest;
+		}
 	}
-	int fam, type = 0;
-	socklen_t tl = sizeof(type);
-	/* a socket and a memfd, in that order: what is not is not held (a
-	 * client's socket held as anything else would outlive its close) */
-	if (n != (ssize_t)sizeof(h) || nf != 2 || h.magic != HELLO_MAGIC ||
-	    h.version != ZP_VERSION || (m.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) ||
-	    !is_stream(fds[0], &fam) || !zp_real.getsockopt(fds[1], SOL_SOCKET, SO_TYPE, &type, &tl)) {
-		for (int i = 0; i < nf && i < 2; i++)
-			zp_real.close(fds[i]);
-		return -1; /* not ours, or malformed */
-	}
-	zp_real.close(p->conn);
-	p->conn = -1;
-	p->sock = high_fd(fds[0]);
-	p->mem = high_fd(fds[1]);
-	p->ring_size = h.ring_size;
-	return 1;
+	pending_drop(v, worst);
 }
 
-/* Take the hellos queued on the rendezvous, each on its own connection,
- * all of them: an offer left queued would keep its client's socket open
- * (an fd in flight), so that the client's close sent no FIN. A connection
- * whose hello has not come yet is kept a moment (its client sends it right
- * after connecting, and before its own connect(2)). */
+/* Take what the rendezvous holds: new connections and their hellos. A
+ * connection whose hello has not come yet is kept a moment (its client
+ * sends it right after connecting, before its own connect(2)). */
 static void take_hellos(struct rdv *v)
 {
 	int64_t now = zl_now_us();
 	for (int i = 0; i < v->np;) {
 		struct pending *p = &v->p[i];
-		if (now - p->since > (p->conn >= 0 ? SILENT_US : PENDING_US) ||
-		    (p->conn >= 0 && read_hello(p) < 0)) {
+		int r = p->heard ? 1 : recv_wire(p->conn, ZP_HELLO_MAGIC, 1, &p->w, &p->mem);
+		if (r < 0 || now - p->since > (r ? PENDING_US : SILENT_US)) {
 			pending_drop(v, i);
-		} else {
-			learn(p);
-			i++;
+			continue;
 		}
+		p->heard = r > 0;
+		i++;
 	}
 	for (int k = 0; k < DRAIN; k++) {
 		int c = zp_real.accept4(v->rfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 		if (c < 0)
 			return;
-		if (!uid_ok(c)) {
+		struct ucred cr;
+		socklen_t cl = sizeof(cr);
+		if (!uid_ok(c) || zp_real.getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cr, &cl)) {
 			zp_real.close(c);
 			continue;
 		}
-		if (v->np == MAX_PENDING)
-			pending_drop(v, 0); /* one of the oldest */
+		make_room(v);
 		struct pending *p = &v->p[v->np++];
-		*p = (struct pending){ .conn = high_fd(c), .sock = -1, .mem = -1, .since = now };
-		if (read_hello(p) < 0)
+		*p = (struct pending){ .conn = high_fd(c), .mem = -1, .since = now, .w.pid = cr.pid };
+		int r = recv_wire(p->conn, ZP_HELLO_MAGIC, 1, &p->w, &p->mem);
+		if (r < 0)
 			pending_drop(v, v->np - 1);
 		else
-			learn(p);
+			p->heard = r > 0;
 	}
 }
 
-/* The inode of the Unix socket connected to fd (sock_diag), or 0. */
-static uint64_t unix_peer_ino(int fd)
-{
-	struct stat st;
-	if (fstat(fd, &st))
-		return 0;
-	int nl = zp_real.socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
-	if (nl < 0)
-		return 0;
-	struct {
-		struct nlmsghdr h;
-		struct unix_diag_req r;
-	} q = { .h = { .nlmsg_len = sizeof(q), .nlmsg_type = SOCK_DIAG_BY_FAMILY,
-		       .nlmsg_flags = NLM_F_REQUEST },
-		.r = { .sdiag_family = AF_UNIX, .udiag_ino = (uint32_t)st.st_ino,
-		       .udiag_show = UDIAG_SHOW_PEER,
-		       .udiag_cookie = { INET_DIAG_NOCOOKIE, INET_DIAG_NOCOOKIE } } };
-	uint64_t peer = 0;
-	union {
-		char b[4096];
-		struct nlmsghdr h;
-	} buf;
-	if (zp_real.send(nl, &q, sizeof(q), 0) == (ssize_t)sizeof(q)) {
-		ssize_t n = zp_real.recv(nl, buf.b, sizeof(buf.b), 0);
-		struct nlmsghdr *h = &buf.h;
-		if (n > 0 && NLMSG_OK(h, (size_t)n) && h->nlmsg_type == SOCK_DIAG_BY_FAMILY) {
-			struct unix_diag_msg *d = NLMSG_DATA(h);
-			struct rtattr *a = (struct rtattr *)(d + 1);
-			int rem = (int)(h->nlmsg_len - NLMSG_LENGTH(sizeof(*d)));
-			for (; RTA_OK(a, rem); a = RTA_NEXT(a, rem))
-				if (a->rta_type == UNIX_DIAG_PEER && RTA_PAYLOAD(a) >= 4)
-					peer = *(uint32_t *)RTA_DATA(a);
-		}
-	}
-	zp_real.close(nl);
-	return peer;
-}
-
-static bool same_addr(const struct sockaddr_storage *a, socklen_t al,
-		      const struct sockaddr_storage *b, socklen_t bl)
-{
-	return al == bl && !memcmp(a, b, al);
-}
-
-/* Is the hello's socket s the other end of our accepted fd? */
-/* Once the offer's socket is connected, keep what names the connection
- * and let the socket go. */
-static void learn(struct pending *p)
-{
-	int fam;
-	if (p->known || p->sock < 0 || !is_stream(p->sock, &fam))
-		return;
-	if (fam == AF_UNIX) {
-		if (!(p->peer_ino = unix_peer_ino(p->sock)))
-			return; /* not connected yet */
-	} else {
-		memset(&p->self, 0, sizeof(p->self));
-		memset(&p->peer, 0, sizeof(p->peer));
-		p->self_len = p->peer_len = sizeof(p->self);
-		if (getpeername(p->sock, (struct sockaddr *)&p->peer, &p->peer_len) ||
-		    getsockname(p->sock, (struct sockaddr *)&p->self, &p->self_len))
-			return;
-	}
-	p->known = true;
-	zp_real.close(p->sock);
-	p->sock = -1;
-}
-
-/* Is the offer p for the connection we accepted as fd? */
-static bool matches(struct pending *p, int fd, int family)
-{
-	learn(p);
-	if (!p->known)
-		return false;
-	if (family == AF_UNIX) {
-		struct stat st;
-		return p->peer_ino && !fstat(fd, &st) && p->peer_ino == (uint64_t)st.st_ino;
-	}
-	struct sockaddr_storage b1, b2;
-	socklen_t m1 = sizeof(b1), m2 = sizeof(b2);
-	memset(&b1, 0, sizeof(b1));
-	memset(&b2, 0, sizeof(b2));
-	return !p->peer_ino && !getpeername(fd, (struct sockaddr *)&b1, &m1) &&
-	       same_addr(&p->self, p->self_len, &b1, m1) &&
-	       !getsockname(fd, (struct sockaddr *)&b2, &m2) &&
-	       same_addr(&p->peer, p->peer_len, &b2, m2);
-}
+/* Our claims for a message on rendezvous connection c about socket fd. */
 
 struct zsock *zp_map(int mem, uint32_t ring, int side)
 {
 	size_t len = ZP_HDR + 2 * (size_t)ring;
-	if (ring < 4096 || ring > (64u << 20) || (ring & (ring - 1)) ||
-	    (side == 1 && zl_memfd_check(mem, len)))
+	if (!zp_ring_ok(ring) || (side == 1 && zl_memfd_check(mem, len)))
 		return NULL;
 	struct zsock *z = calloc(1, sizeof(*z));
 	if (!z)
@@ -389,6 +397,9 @@ struct zsock *zp_map(int mem, uint32_t ring, int side)
 	z->size = ring;
 	z->hello_fd = -1;
 	z->mem = -1;
+	atomic_init(&z->rx_kb, ZP_UNLATCHED);
+	atomic_init(&z->closed_tail, ZP_UNLATCHED);
+	z->trusted = side == 1; /* the server proved its client before mapping */
 	z->ring[0] = (uint8_t *)z->sh + ZP_HDR;
 	z->ring[1] = z->ring[0] + ring;
 	z->tx = &z->sh->dir[side];
@@ -398,12 +409,61 @@ struct zsock *zp_map(int mem, uint32_t ring, int side)
 	return z;
 }
 
+static void zsock_discard(struct zsock *z)
+{
+	munmap(z->sh, z->map_len);
+	if (z->fam)
+		munmap(z->fam, sizeof(*z->fam));
+	if (z->mem >= 0)
+		zp_real.close(z->mem);
+	if (z->hello_fd >= 0)
+		zp_real.close(z->hello_fd);
+	pthread_mutex_destroy(&z->lock);
+	free(z);
+}
+
+/* A proven client's rings (its memfd mem, taken) and our answer on
+ * rendezvous connection c (kept in the zsock until the client's proof);
+ * NULL if they are not what a client makes, or no answer went out. */
+static struct zsock *join(int fd, int c, int mem, uint32_t ring)
+{
+	struct zsock *z = zp_map(mem, ring, 1);
+	if (!z) {
+		ZL_LOG_RL(&rl_answer, ZL_LOG_INFO, "preload: accepted fd %d: the client's rings are "
+			  "not a sealed memfd of their size", fd);
+		zp_real.close(mem);
+		zp_real.close(c);
+		return NULL;
+	}
+	z->mem = high_fd(mem);
+	/* read once: the client may change them any time after */
+	uint32_t magic = z->sh->magic, version = z->sh->version, rs = z->sh->ring_size,
+		 hdr = z->sh->hdr_size;
+	struct zp_wire a = claims(ZP_ANSWER_MAGIC, ring, fd, c);
+	if (magic != ZP_MAGIC || version != ZP_VERSION || rs != ring || hdr != ZP_HDR ||
+	    atomic_load(&z->sh->joined) || send_wire(c, &a, -1)) {
+		ZL_LOG_RL(&rl_answer, ZL_LOG_INFO, "preload: accepted fd %d: %s", fd,
+			  magic != ZP_MAGIC || version != ZP_VERSION || rs != ring ||
+			  hdr != ZP_HDR || atomic_load(&z->sh->joined)
+				  ? "the client's rings are not what a client makes"
+				  : "no answer went out");
+		zsock_discard(z);
+		zp_real.close(c);
+		return NULL;
+	}
+	z->hello_fd = c; /* the client's proof of us needs it open */
+	atomic_store(&z->sh->refs[1], 1);
+	atomic_store_explicit(&z->sh->joined, 1, memory_order_release);
+	return z;
+}
+
 struct zsock *zp_accept_match(int lfd, int fd)
 {
 	int family;
-	if (!is_stream(fd, &family))
+	if (!__atomic_load_n(&nrdv, __ATOMIC_ACQUIRE) || !is_stream(fd, &family))
 		return NULL;
-	struct zsock *z = NULL;
+	int conn = -1, mem = -1;
+	struct zp_wire w = { 0 };
 	pthread_mutex_lock(&rdv_lock);
 	struct rdv *v = NULL;
 	for (int i = 0; i < nrdv; i++)
@@ -411,46 +471,48 @@ struct zsock *zp_accept_match(int lfd, int fd)
 			v = rdvs[i];
 	if (v) {
 		take_hellos(v);
-		for (int i = 0; i < v->np; i++) {
-			if (v->p[i].conn >= 0 || !matches(&v->p[i], fd, family))
+		uint64_t other = v->np ? zp_other_end(fd) : 0;
+		for (int i = 0; other && i < v->np && conn < 0;) {
+			struct pending *p = &v->p[i];
+			if (!p->heard || p->w.sock_ino != other) {
+				i++;
 				continue;
-			z = zp_map(v->p[i].mem, v->p[i].ring_size, 1);
-			if (z && (z->sh->magic != ZP_MAGIC || z->sh->version != ZP_VERSION ||
-				  z->sh->ring_size != z->size || z->sh->hdr_size != ZP_HDR ||
-				  atomic_load(&z->sh->joined))) {
-				munmap(z->sh, z->map_len);
-				free(z);
-				z = NULL;
 			}
-			if (z) { /* kept for exec */
-				z->mem = v->p[i].mem;
-				v->p[i].mem = -1;
+			if (zp_holds(p->w.pid, p->w.sock_fd, other, p->w.rdv_fd,
+				     zp_other_end(p->conn))) {
+				w = p->w;
+				conn = p->conn;
+				mem = p->mem;
+				p->conn = p->mem = -1;
+			} else {
+				/* it names this connection and does not hold it */
+				ZL_LOG_RL(&rl_claim, ZL_LOG_INFO, "preload: a claim on accepted fd "
+					  "%d by pid %d is false: not switched for it", fd,
+					  (int)p->w.pid);
 			}
 			pending_drop(v, i);
-			break;
 		}
+		if (conn < 0)
+			ZL_LOG(ZL_LOG_DEBUG, "preload: accepted fd %d stays a kernel socket (%d "
+			       "offers pending, none proven for it)", fd, v->np);
 	}
-	if (!z && v)
-		ZL_LOG(ZL_LOG_DEBUG, "preload: accepted fd %d stays a kernel socket (%d offers "
-		       "pending, none for it)", fd, v->np);
 	pthread_mutex_unlock(&rdv_lock);
+	struct zsock *z = conn >= 0 ? join(fd, conn, mem, w.ring_size) : NULL;
 	if (!z)
 		return NULL;
 	z->fd = fd;
 	z->is_unix = family == AF_UNIX;
-	atomic_store(&z->sh->refs[1], 1);
-	/* we have sent nothing on the kernel stream: the ring from byte 0 */
-	atomic_store_explicit(&z->tx->kbytes, 0, memory_order_relaxed);
-	atomic_store_explicit(&z->tx->state, 1, memory_order_release);
-	atomic_store_explicit(&z->tx_ring, true, memory_order_relaxed);
-	atomic_store_explicit(&z->sh->joined, 1, memory_order_release);
-	atomic_thread_fence(memory_order_seq_cst);
-	if (atomic_load(&z->tx->rx_sleeping) && !atomic_exchange(&z->tx->rx_kick, 1)) {
-		static const char b = 0;
-		zp_real.send(fd, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
-	}
-	ZL_LOG(ZL_LOG_DEBUG, "preload: accepted fd %d switched to shared memory", fd);
+	ZL_LOG(ZL_LOG_DEBUG, "preload: accepted fd %d: joined the rings of pid %d", fd, (int)w.pid);
 	return z;
+}
+
+/* After a fork: this process holds the not yet proven socket too. */
+void zp_name_child(struct zsock *z, int fd)
+{
+	if (z->side != 1 || z->hello_fd < 0)
+		return;
+	struct zp_wire a = claims(ZP_ANSWER_MAGIC, z->size, fd, z->hello_fd);
+	send_wire(z->hello_fd, &a, -1);
 }
 
 /* ---- the connecting side ----------------------------------------------- */
@@ -483,54 +545,93 @@ struct zsock *zp_connect_offer(int fd, const struct sockaddr *a, socklen_t len)
 		zp_real.close(c);
 		return NULL; /* nobody preloaded listens there: a kernel socket */
 	}
-	size_t mlen = ZP_HDR + 2 * (size_t)zp_ring;
-	int mem = zl_memfd_sealed("zipline-preload", mlen);
+	c = high_fd(c);
+	int mem = zl_memfd_sealed("zipline-preload", ZP_HDR + 2 * (size_t)zp_ring);
 	struct zsock *z = mem >= 0 ? zp_map(mem, zp_ring, 0) : NULL;
 	if (z) {
-		z->sh->magic = ZP_MAGIC;
-		z->sh->version = ZP_VERSION;
-		z->sh->ring_size = zp_ring;
-		z->sh->hdr_size = ZP_HDR;
-		atomic_store(&z->sh->refs[0], 1);
-		struct hello h = { .magic = HELLO_MAGIC, .version = ZP_VERSION, .ring_size = zp_ring };
-		int fds[2] = { fd, mem };
-		char cbuf[CMSG_SPACE(sizeof(fds))];
-		memset(cbuf, 0, sizeof(cbuf));
-		struct iovec io = { &h, sizeof(h) };
-		struct msghdr m = { .msg_iov = &io, .msg_iovlen = 1, .msg_control = cbuf,
-				    .msg_controllen = sizeof(cbuf) };
-		struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
-		cm->cmsg_level = SOL_SOCKET;
-		cm->cmsg_type = SCM_RIGHTS;
-		cm->cmsg_len = CMSG_LEN(sizeof(fds));
-		memcpy(CMSG_DATA(cm), fds, sizeof(fds));
-		if (zp_real.sendmsg(c, &m, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)sizeof(h)) {
-			ZL_LOG(ZL_LOG_DEBUG, "preload: fd %d: offer not sent (%s)", fd, strerror(errno));
-			munmap(z->sh, z->map_len);
-			pthread_mutex_destroy(&z->lock);
-			free(z);
-			z = NULL;
-		}
-	}
-	if (z)
 		z->mem = high_fd(mem);
-	else if (mem >= 0)
+		z->hello_fd = c;
+		z->fam = mmap(NULL, sizeof(*z->fam), PROT_READ | PROT_WRITE,
+			      MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	} else if (mem >= 0) {
 		zp_real.close(mem);
-	zp_real.close(c);
-	if (z) {
-		z->fd = fd;
-		z->is_unix = family == AF_UNIX;
 	}
+	if (!z || z->fam == MAP_FAILED) {
+		if (z)
+			z->fam = NULL;
+		goto fail;
+	}
+	z->sh->magic = ZP_MAGIC;
+	z->sh->version = ZP_VERSION;
+	z->sh->ring_size = zp_ring;
+	z->sh->hdr_size = ZP_HDR;
+	atomic_store(&z->sh->refs[0], 1);
+	struct zp_wire h = claims(ZP_HELLO_MAGIC, zp_ring, fd, c);
+	if (send_wire(c, &h, z->mem))
+		goto fail;
+	z->join_until = zl_now_us() + PENDING_US + 1000000;
+	atomic_store(&z->pending, true);
+	z->fd = fd;
+	z->is_unix = family == AF_UNIX;
 	return z;
+fail:
+	ZL_LOG(ZL_LOG_DEBUG, "preload: fd %d: no hello sent (%s)", fd, strerror(errno));
+	if (z)
+		zsock_discard(z);
+	else
+		zp_real.close(c);
+	return NULL;
 }
 
 void zp_connect_done(struct zsock *z, int ok)
 {
-	if (ok)
-		return;
-	munmap(z->sh, z->map_len);
-	if (z->mem >= 0)
-		zp_real.close(z->mem);
-	pthread_mutex_destroy(&z->lock);
-	free(z);
+	if (!ok)
+		zsock_discard(z);
+}
+
+void zp_join_free(struct zsock *z)
+{
+	free(z->named);
+	z->named = NULL;
+	z->nnamed = 0;
+}
+
+/* The answer and the processes named since are kept until one of them is
+ * proven: a fork-per-connection server's parent may close its copy before
+ * we look, and its child's naming come after. */
+int zp_client_join(struct zsock *z)
+{
+	if (z->hello_fd < 0 || (!z->named && !(z->named = calloc(MAX_NAMED, sizeof(*z->named)))))
+		return -1;
+	int fresh = 0, r = 0;
+	while (z->nnamed < MAX_NAMED && (r = recv_wire(z->hello_fd, ZP_ANSWER_MAGIC, 0,
+						       &z->named[z->nnamed], NULL)) == 1) {
+		z->nnamed++;
+		fresh++;
+	}
+	bool over = r < 0 || z->nnamed == MAX_NAMED || zl_now_us() > z->join_until;
+	int who = -1;
+	if (fresh || r < 0) {
+		uint64_t srv = zp_other_end(z->fd), rdv = zp_other_end(z->hello_fd);
+		for (int i = 0; i < z->nnamed && who < 0; i++) {
+			const struct zp_wire *a = &z->named[i];
+			if (a->ring_size == z->size && a->sock_ino == srv && a->rdv_ino == rdv &&
+			    zp_holds(a->pid, a->sock_fd, srv, a->rdv_fd, rdv))
+				who = i;
+		}
+	}
+	if (who < 0 && !over)
+		return 0;
+	if (who < 0) {
+		ZL_LOG_RL(&rl_answer, ZL_LOG_INFO, "preload: fd %d: %s: stays a kernel socket",
+			  z->fd, z->nnamed ? "no answer came from the other end" : "no answer");
+		zp_join_free(z);
+		return -1;
+	}
+	ZL_LOG(ZL_LOG_DEBUG, "preload: fd %d switched to shared memory (the server, pid %d, is "
+	       "proven)", z->fd, (int)z->named[who].pid);
+	zp_join_free(z);
+	zp_real.close(z->hello_fd);
+	z->hello_fd = -1;
+	return 1;
 }

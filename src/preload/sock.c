@@ -28,8 +28,16 @@
  * holding the side (refs), sets closed after the final tail; the kernel
  * stream's own end (the process died) is noticed in a drain. Writing to a
  * side that is gone fails with EPIPE (and SIGPIPE) as on a kernel socket.
- * Nothing the peer writes into the shared memory is trusted beyond the
- * ring: a tail more than the ring size ahead of head resets the socket.
+ * What the peer writes into the shared memory is checked against what the
+ * stream carried, and what decides a direction (its state and kbytes, its
+ * end, its reset) is read once and kept (rx_kb, closed_seen, reset_seen):
+ * a tail more than the ring size ahead of head, kbytes behind the kernel
+ * bytes already read or ahead of where the kernel stream ended, or a tail
+ * that moves after the end are lies. A lie ends that connection only:
+ * ECONNRESET to the program (then the end of the stream), the kernel
+ * socket shut both ways so that the liar sees its end too, and everything
+ * freed at the program's close. The counters of sleepers and kicks only
+ * cost the liar's own connection wake-ups.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -48,6 +56,10 @@
 
 static bool rx_on_kernel(struct zsock *z, uint64_t *left);
 static int64_t rx_avail(struct zsock *z);
+static bool peer_reset(struct zsock *z);
+static bool peer_closed(struct zsock *z);
+static uint64_t rx_switch(struct zsock *z);
+static inline bool trusted(struct zsock *z);
 
 /* ---- the fd table -------------------------------------------------------- */
 
@@ -97,8 +109,7 @@ int zp_so_error(struct zsock *z, int kerr)
 {
 	if (z->xh)
 		return zx_so_error(z, kerr);
-	if (kerr || !z->sh || z->reset_told ||
-	    !atomic_load_explicit(&z->sh->reset[1 - z->side], memory_order_acquire))
+	if (kerr || !z->sh || z->reset_told || !peer_reset(z))
 		return kerr;
 	z->reset_told = true;
 	return ECONNRESET;
@@ -149,13 +160,20 @@ static void zsock_free(struct zsock *z);
 static pthread_mutex_t grave_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct zsock *graves;
 
-static void bury(struct zsock *z)
+/* (locked: the caller holds z->lock, under which a client's join uses
+ * hello_fd: a number closed here may be reused for a program's file) */
+static void bury(struct zsock *z, bool locked)
 {
+	if (!locked)
+		pthread_mutex_lock(&z->lock);
 	if (z->mem >= 0)
 		zp_real.close(z->mem);
 	if (z->hello_fd >= 0)
 		zp_real.close(z->hello_fd);
 	z->mem = z->hello_fd = -1;
+	atomic_store(&z->pending, false);
+	if (!locked)
+		pthread_mutex_unlock(&z->lock);
 	int64_t now = zl_now_us();
 	z->dead_at = now;
 	pthread_mutex_lock(&grave_lock);
@@ -183,8 +201,11 @@ static void zsock_free(struct zsock *z)
 		zp_real.close(z->hello_fd);
 	if (z->mem >= 0)
 		zp_real.close(z->mem);
+	zp_join_free(z);
 	if (z->sh)
 		munmap(z->sh, z->map_len);
+	if (z->fam)
+		munmap(z->fam, sizeof(*z->fam));
 	pthread_mutex_destroy(&z->lock);
 	free(z);
 }
@@ -192,6 +213,12 @@ static void zsock_free(struct zsock *z)
 static void wake(struct zsock *z)
 {
 	static const char b = 0;
+	/* Until our sends moved to the ring, our kernel stream carries data
+	 * and a byte on it would be one: no wake-up then (the peer wakes for
+	 * our data; one waiting for room in its ring is woken by our switch,
+	 * which our next call makes: its own switch told us to). */
+	if (!atomic_load_explicit(&z->tx_ring, memory_order_acquire))
+		return;
 	zp_real.send(z->fd, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
 	/* EAGAIN: wake-ups the peer has not read yet; it will look anyway */
 }
@@ -210,10 +237,11 @@ static void notify(struct zsock *z, _Atomic uint32_t *sleeping, _Atomic uint32_t
 
 void zp_forget(int fd)
 {
-	struct zsock *z = zp_get(fd);
+	if (!table || fd < 0 || fd >= table_len)
+		return;
+	struct zsock *z = atomic_exchange(&table[fd], NULL);
 	if (!z)
 		return;
-	atomic_store_explicit(&table[fd], NULL, memory_order_release);
 	pthread_mutex_lock(&z->lock);
 	bool last = --z->refs == 0;
 	if (!last && z->fd == fd) { /* wake-ups go through another fd now */
@@ -242,7 +270,7 @@ void zp_forget(int fd)
 		NOTIFY_RX(z);
 		NOTIFY_TX(z);
 	}
-	bury(z);
+	bury(z, false);
 }
 
 /* fork: the child will hold every side this process holds. The count goes
@@ -291,6 +319,8 @@ void zp_atfork_child(void)
 		struct zsock *z = atomic_load_explicit(&table[i], memory_order_relaxed);
 		if (z)
 			pthread_mutex_init(&z->lock, NULL);
+		if (z && z->fd == i)
+			zp_name_child(z, i); /* offered, not joined yet: we hold it too */
 		if (z && z->xh)
 			zx_atfork_child(z);
 	}
@@ -301,25 +331,112 @@ void zp_atfork_child(void)
 /* Our sends move to the ring (under z->lock). */
 static void switch_tx(struct zsock *z)
 {
-	atomic_store_explicit(&z->tx->kbytes, z->tx_k, memory_order_relaxed);
+	atomic_store_explicit(&z->tx->kbytes, atomic_load(&z->tx_k), memory_order_relaxed);
 	atomic_store_explicit(&z->tx->state, 1, memory_order_release);
 	atomic_store_explicit(&z->tx_ring, true, memory_order_release);
 	NOTIFY_RX(z);
+	NOTIFY_TX(z); /* a wake-up we could not send before (wake) */
 }
 
-void zp_poll_join(struct zsock *z)
+/* The client gave up its join: in every fd that names it the socket is a
+ * kernel socket again (under z->lock; epoll sets notice, wait.c). */
+_Atomic unsigned zp_gave_up;
+
+static void unswitch(struct zsock *z)
 {
-	if (atomic_load_explicit(&z->tx_ring, memory_order_acquire) || !z->sh ||
-	    !atomic_load_explicit(&z->sh->joined, memory_order_acquire))
+	atomic_store(&z->pending, false);
+	atomic_fetch_add(&zp_gave_up, 1);
+	zp_join_free(z);
+	int hi = atomic_load(&table_hi);
+	for (int i = 0; i < hi; i++) {
+		struct zsock *w = z;
+		if (atomic_compare_exchange_strong(&table[i], &w, NULL))
+			z->refs--;
+	}
+	if (!z->refs)
+		bury(z, true);
+}
+
+
+/* Our sends move to the ring, unless another process of ours (a fork)
+ * moved them already (under z->lock). */
+static void switch_tx_once(struct zsock *z)
+{
+	if (z->wr_shut)
+		return; /* the kernel stream carries our end */
+	if (atomic_load_explicit(&z->tx->state, memory_order_acquire))
+		atomic_store_explicit(&z->tx_ring, true, memory_order_release);
+	else
+		switch_tx(z);
+}
+
+/* The client, until it proved the server: the answer is looked for once
+ * the server says it answered (a hint: the rings are not trusted yet),
+ * and given up when none came in time; a fork may have done either. */
+static void client_poll(struct zsock *z)
+{
+	uint32_t st = atomic_load_explicit(&z->fam->state, memory_order_acquire);
+	if (st == ZP_PENDING && !atomic_load_explicit(&z->sh->joined, memory_order_relaxed) &&
+	    ((atomic_fetch_add_explicit(&z->pend_calls, 1, memory_order_relaxed) & 63) ||
+	     zl_now_us() <= z->join_until))
 		return;
 	pthread_mutex_lock(&z->lock);
-	if (!atomic_load_explicit(&z->tx_ring, memory_order_relaxed))
-		switch_tx(z);
-	if (z->hello_fd >= 0) {
-		zp_real.close(z->hello_fd);
-		z->hello_fd = -1;
+	if (atomic_load(&z->pending)) {
+		uint32_t want = ZP_PENDING;
+		int r = atomic_load(&z->fam->state) == ZP_PENDING ? zp_client_join(z) : 0;
+		if (r)
+			atomic_compare_exchange_strong(&z->fam->state, &want,
+						       r > 0 ? ZP_PROVEN : ZP_GAVE_UP);
+		st = atomic_load(&z->fam->state);
+		if (st == ZP_PROVEN) {
+			atomic_store_explicit(&z->sh->client_ok, 1, memory_order_release);
+			switch_tx_once(z);
+			if (z->hello_fd >= 0)
+				zp_real.close(z->hello_fd);
+			z->hello_fd = -1;
+			atomic_store(&z->pending, false);
+		} else if (st == ZP_GAVE_UP) {
+			unswitch(z);
+		}
 	}
 	pthread_mutex_unlock(&z->lock);
+}
+
+/* A switch that waits for the other end: the client's proof of the
+ * server, or, on the server, the client's word that it proved us. */
+void zp_poll_join(struct zsock *z)
+{
+	if (atomic_load_explicit(&z->tx_ring, memory_order_acquire) || !z->sh)
+		return;
+	if (z->side == 0) {
+		if (atomic_load_explicit(&z->pending, memory_order_acquire))
+			client_poll(z);
+		return;
+	}
+	if (atomic_load_explicit(&z->joined_seen, memory_order_acquire) ||
+	    !atomic_load_explicit(&z->sh->client_ok, memory_order_acquire))
+		return;
+	pthread_mutex_lock(&z->lock);
+	if (!atomic_load(&z->joined_seen)) {
+		if (z->hello_fd >= 0) /* no longer needed for the client's proofs */
+			zp_real.close(z->hello_fd);
+		z->hello_fd = -1;
+		switch_tx_once(z);
+		atomic_store_explicit(&z->joined_seen, true, memory_order_release);
+		ZL_LOG(ZL_LOG_DEBUG, "preload: accepted fd %d: the client proved us; our sends "
+		       "use the ring", z->fd);
+	}
+	pthread_mutex_unlock(&z->lock);
+}
+
+bool zp_give_up(struct zsock *z)
+{
+	if (!atomic_load(&z->pending))
+		return false;
+	uint32_t want = ZP_PENDING;
+	atomic_compare_exchange_strong(&z->fam->state, &want, ZP_GAVE_UP);
+	zp_poll_join(z);
+	return atomic_load(&z->fam->state) == ZP_GAVE_UP;
 }
 
 /* The peer's side is closed for good: it closed its last copy, or its
@@ -329,39 +446,137 @@ void zp_poll_join(struct zsock *z)
  * ended the kernel stream alive; its death shows in a probe (zp_probe). */
 static bool peer_gone(struct zsock *z)
 {
+	if (!trusted(z))
+		return false;
 	return atomic_load_explicit(&z->sh->gone[1 - z->side], memory_order_acquire) ||
-	       (atomic_load(&z->peer_eof) &&
-		atomic_load_explicit(&z->rx->state, memory_order_acquire) &&
-		!atomic_load_explicit(&z->rx->closed, memory_order_acquire));
+	       (atomic_load(&z->peer_eof) && rx_switch(z) != ZP_UNLATCHED && !peer_closed(z));
 }
 
 /* ---- receiving ----------------------------------------------------------- */
 
+/* Whether what the peer writes in the rings counts yet: a client's rings
+ * only after its family proved the server (rendezvous.c); until then
+ * both directions are on the kernel stream, and whoever else may hold the
+ * memfd can write nothing that is read. */
+static inline bool trusted(struct zsock *z)
+{
+	if (__builtin_expect(atomic_load_explicit(&z->trusted, memory_order_relaxed), 1))
+		return true;
+	if (!z->fam || atomic_load_explicit(&z->fam->state, memory_order_acquire) != ZP_PROVEN)
+		return false;
+	atomic_store_explicit(&z->trusted, true, memory_order_relaxed);
+	return true;
+}
+
+/* The peer broke the protocol (sock.c's top): the connection ends. */
+static void lie(struct zsock *z, const char *what)
+{
+	static struct zl_ratelimit rl;
+	if (atomic_exchange(&z->reset_seen, true))
+		return;
+	ZL_LOG_RL(&rl, ZL_LOG_WARN, "preload: fd %d: the peer lied (%s): connection reset",
+		  z->fd, what);
+	zp_real.shutdown(z->fd, SHUT_RDWR);
+}
+
+/* The peer reset the connection, or lied: sticky, as the kernel's reset. */
+static bool peer_reset(struct zsock *z)
+{
+	if (atomic_load_explicit(&z->reset_seen, memory_order_acquire))
+		return true;
+	if (!trusted(z) || !atomic_load_explicit(&z->sh->reset[1 - z->side], memory_order_acquire))
+		return false;
+	atomic_store(&z->reset_seen, true);
+	return true;
+}
+
+/* The peer's switch, read once: its kbytes, or ZP_UNLATCHED before it. */
+static uint64_t rx_switch(struct zsock *z)
+{
+	uint64_t kb = atomic_load_explicit(&z->rx_kb, memory_order_acquire);
+	if (kb != ZP_UNLATCHED || !trusted(z) ||
+	    !atomic_load_explicit(&z->rx->state, memory_order_acquire))
+		return kb;
+	uint64_t k = atomic_load_explicit(&z->rx->kbytes, memory_order_relaxed);
+	if (k == ZP_UNLATCHED)
+		k--; /* more than any stream carries: the lie shows at its end */
+	if (atomic_compare_exchange_strong(&z->rx_kb, &kb, k))
+		kb = k;
+	if (kb < z->rx_k)
+		lie(z, "it had sent more on the kernel stream than it says");
+	return kb;
+}
+
 static bool rx_on_kernel(struct zsock *z, uint64_t *left)
 {
-	uint32_t st = atomic_load_explicit(&z->rx->state, memory_order_acquire);
-	uint64_t k = atomic_load_explicit(&z->rx->kbytes, memory_order_relaxed);
-	if (!st) {
+	uint64_t kb = rx_switch(z);
+	if (kb == ZP_UNLATCHED) {
 		*left = UINT64_MAX;
 		return true;
 	}
-	*left = k > z->rx_k ? k - z->rx_k : 0;
+	*left = kb > z->rx_k ? kb - z->rx_k : 0;
 	return *left > 0;
 }
 
-/* Bytes in the ring, or -1: the peer broke the ring. */
+/* The peer's end of stream (closed), read once with the tail it ended at. */
+static bool peer_closed(struct zsock *z)
+{
+	if (atomic_load_explicit(&z->closed_seen, memory_order_acquire))
+		return true;
+	if (!trusted(z) || !atomic_load_explicit(&z->rx->closed, memory_order_acquire))
+		return false;
+	uint64_t none = ZP_UNLATCHED;
+	atomic_compare_exchange_strong(&z->closed_tail, &none,
+				       atomic_load_explicit(&z->rx->tail, memory_order_acquire));
+	atomic_store_explicit(&z->closed_seen, true, memory_order_release);
+	return true;
+}
+
+/* Bytes in the ring, or -1: the peer broke the ring (the connection is
+ * reset then). */
 static int64_t rx_avail(struct zsock *z)
 {
-	uint64_t t = atomic_load_explicit(&z->rx->tail, memory_order_acquire);
-	uint64_t h = atomic_load_explicit(&z->rx->head, memory_order_relaxed);
-	return t - h > z->size ? -1 : (int64_t)(t - h);
+	if (!trusted(z))
+		return 0;
+	/* Another thread of ours may consume meanwhile (a readiness check
+	 * beside a read): only a tail read while head stood still proves a
+	 * lie; an honest tail is never more than a ring ahead of any head. */
+	uint64_t h, t;
+	int tries = 0;
+	do {
+		h = atomic_load_explicit(&z->rx->head, memory_order_acquire);
+		t = atomic_load_explicit(&z->rx->tail, memory_order_acquire);
+	} while (h != atomic_load_explicit(&z->rx->head, memory_order_acquire) && ++tries < 16);
+	if (t - h > z->size) {
+		if (tries == 16)
+			return 0; /* no still view: nothing for this look */
+		lie(z, "its ring's tail");
+		return -1;
+	}
+	if (atomic_load_explicit(&z->closed_seen, memory_order_acquire) &&
+	    t != atomic_load_explicit(&z->closed_tail, memory_order_relaxed)) {
+		lie(z, "bytes after its end of stream");
+		return -1;
+	}
+	return (int64_t)(t - h);
 }
 
 static int64_t tx_room(struct zsock *z)
 {
-	uint64_t h = atomic_load_explicit(&z->tx->head, memory_order_acquire);
-	uint64_t t = atomic_load_explicit(&z->tx->tail, memory_order_relaxed);
-	return t - h > z->size ? -1 : (int64_t)(z->size - (t - h));
+	/* the same with our tail, which another thread of ours may move */
+	uint64_t h, t;
+	int tries = 0;
+	do {
+		t = atomic_load_explicit(&z->tx->tail, memory_order_acquire);
+		h = atomic_load_explicit(&z->tx->head, memory_order_acquire);
+	} while (t != atomic_load_explicit(&z->tx->tail, memory_order_acquire) && ++tries < 16);
+	if (t - h > z->size) {
+		if (tries == 16)
+			return 0; /* no still view: no room for this look */
+		lie(z, "its ring's head");
+		return -1;
+	}
+	return (int64_t)(z->size - (t - h));
 }
 
 /* Copy between the ring at position pos and the iovecs, from byte off. */
@@ -453,13 +668,6 @@ ssize_t zp_recv(struct zsock *z, const struct iovec *iov, int n, int flags)
 	bool all = (flags & MSG_WAITALL) && !(flags & MSG_PEEK);
 	for (;;) {
 		zp_poll_join(z);
-		if (atomic_load_explicit(&z->sh->reset[1 - z->side], memory_order_acquire)) {
-			if (z->reset_told)
-				return (ssize_t)got;
-			z->reset_told = true;
-			errno = ECONNRESET;
-			return got ? (ssize_t)got : -1;
-		}
 		uint64_t left;
 		if (rx_on_kernel(z, &left)) {
 			ssize_t r = rx_kernel(z, iov, n, got, left < total - got ? left : total - got,
@@ -473,17 +681,16 @@ ssize_t zp_recv(struct zsock *z, const struct iovec *iov, int n, int flags)
 			if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
 				return got ? (ssize_t)got : -1;
 			if (r == 0) {
-				if (!atomic_load_explicit(&z->rx->state, memory_order_acquire))
+				uint64_t kb = rx_switch(z);
+				if (kb == ZP_UNLATCHED)
 					return (ssize_t)got; /* the end, before any switch */
+				if (z->rx_k < kb)
+					lie(z, "its kernel stream ended before its kbytes");
 				atomic_store(&z->peer_eof, true);
 			}
 		}
 		if (!rx_on_kernel(z, &left)) {
 			int64_t a = rx_avail(z);
-			if (a < 0) {
-				errno = ECONNRESET;
-				return -1;
-			}
 			if (a > 0) {
 				size_t c = (size_t)a < total - got ? (size_t)a : total - got;
 				uint64_t h = atomic_load_explicit(&z->rx->head, memory_order_relaxed);
@@ -497,12 +704,20 @@ ssize_t zp_recv(struct zsock *z, const struct iovec *iov, int n, int flags)
 					return (ssize_t)got;
 				continue;
 			}
-			if (atomic_load_explicit(&z->rx->closed, memory_order_acquire) ||
-			    atomic_load(&z->peer_eof)) {
-				if (rx_avail(z) > 0)
-					continue; /* written before the end */
+		}
+		/* nothing more now: what came before a reset is read first, as
+		 * the kernel hands out its queue before the error */
+		if (peer_reset(z)) {
+			if (got || z->reset_told)
 				return (ssize_t)got;
-			}
+			z->reset_told = true;
+			errno = ECONNRESET;
+			return -1;
+		}
+		if (!rx_on_kernel(z, &left) && (peer_closed(z) || atomic_load(&z->peer_eof))) {
+			if (rx_avail(z) > 0)
+				continue; /* written before the end */
+			return (ssize_t)got;
 		}
 		if ((got && !all) || z->rd_shut) /* shut for reading: what came, then 0 */
 			return (ssize_t)got;
@@ -536,7 +751,7 @@ ssize_t zp_send(struct zsock *z, const struct iovec *iov, int n, int flags)
 	int64_t deadline = deadline_of(z, flags, false);
 	for (;;) {
 		zp_poll_join(z);
-		if (atomic_load_explicit(&z->sh->reset[1 - z->side], memory_order_acquire)) {
+		if (peer_reset(z)) {
 			errno = ECONNRESET;
 			return sent ? (ssize_t)sent : -1;
 		}
@@ -663,20 +878,18 @@ short zp_ready(struct zsock *z, short events)
 	short r = 0;
 	uint64_t left;
 	zp_poll_join(z);
-	if (!rx_on_kernel(z, &left)) {
-		bool end = atomic_load_explicit(&z->rx->closed, memory_order_acquire) ||
-			   atomic_load(&z->peer_eof);
-		if (rx_avail(z) != 0 || end)
-			r |= POLLIN | (end ? POLLRDHUP : 0);
-	}
+	bool end = peer_closed(z) || atomic_load(&z->peer_eof);
+	if (!rx_on_kernel(z, &left) && (rx_avail(z) != 0 || end))
+		r |= POLLIN | (end ? POLLRDHUP : 0);
 	if (z->rd_shut)
 		r |= POLLIN | POLLRDHUP;
-	bool end = atomic_load_explicit(&z->rx->closed, memory_order_acquire) ||
-		   atomic_load(&z->peer_eof);
 	if (end && (z->wr_shut || (z->is_unix && peer_gone(z))))
 		r |= POLLHUP; /* both ways shut, as the kernel says */
+	if (atomic_load_explicit(&z->reset_seen, memory_order_acquire) &&
+	    !atomic_load_explicit(&z->tx_ring, memory_order_acquire))
+		r |= POLLIN | POLLHUP | (z->reset_told ? 0 : POLLERR); /* a lie, on the kernel */
 	if (atomic_load_explicit(&z->tx_ring, memory_order_acquire)) {
-		if (atomic_load_explicit(&z->sh->reset[1 - z->side], memory_order_acquire))
+		if (peer_reset(z))
 			r |= POLLOUT | POLLHUP | (z->reset_told ? 0 : POLLERR); /* until read */
 		else if (peer_gone(z))
 			r |= POLLOUT;
@@ -784,8 +997,8 @@ char *zp_exec_state(bool keep)
 	for (int fd = 0; fd < atomic_load(&table_hi) && nundo < 256; fd++) {
 		struct zsock *z = zp_get(fd);
 		int fl = z ? zp_real.fcntl(fd, F_GETFD) : -1;
-		if (!z || fl < 0 || (fl & FD_CLOEXEC))
-			continue;
+		if (!z || fl < 0 || (fl & FD_CLOEXEC) || zp_give_up(z))
+			continue; /* a client not proven is a kernel socket there */
 		undo[nundo] = (typeof(undo[0])){ fd, -1, -1, -1 };
 		if (!keep) {
 			int ep = epoll_create1(0);
@@ -809,8 +1022,8 @@ char *zp_exec_state(bool keep)
 				continue;
 			undo[nundo++].mem = z->mem;
 			n = snprintf(e, sizeof(e), "%d:%d:%d:%u:%llu:%llu:%d:%d;", fd, z->mem, z->side,
-				     z->size, (unsigned long long)z->rx_k,
-				     (unsigned long long)z->tx_k, (int)atomic_load(&z->tx_ring),
+				     z->size, (unsigned long long)atomic_load(&z->rx_k),
+				     (unsigned long long)atomic_load(&z->tx_k), (int)atomic_load(&z->tx_ring),
 				     (int)z->wr_shut);
 		}
 		if (!s && !(s = malloc(cap)))
@@ -874,6 +1087,7 @@ void zp_exec_adopt(const char *st)
 		zp_real.close(mem);
 		z->rx_k = rx_k;
 		z->tx_k = tx_k;
+		atomic_store(&z->trusted, true); /* a client passes only once proven */
 		atomic_store(&z->tx_ring, tx_ring != 0);
 		z->wr_shut = wr_shut != 0;
 		atomic_store(&z->nonblock, (zp_real.fcntl(fd, F_GETFL) & O_NONBLOCK) != 0);

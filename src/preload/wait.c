@@ -48,9 +48,7 @@ static short merged(struct zsock *z, short want, short krev, bool *kin)
 	if (krev & (POLLIN | POLLRDHUP | POLLHUP | POLLERR))
 		zp_drain(z); /* reads only wake-ups; data stays */
 	short r = zp_ready(z, (short)(want | POLLRDHUP));
-	uint64_t k = atomic_load_explicit(&z->rx->kbytes, memory_order_relaxed);
-	bool rx_kernel = !atomic_load_explicit(&z->rx->state, memory_order_acquire) ||
-			 z->rx_k < k;
+	bool rx_kernel = zp_rx_on_kernel(z);
 	if (rx_kernel)
 		r |= krev & (POLLIN | POLLRDHUP);
 	*kin = rx_kernel && (krev & POLLIN);
@@ -210,6 +208,7 @@ struct reg {
 
 struct epset {
 	pthread_mutex_t lock;
+	unsigned settled; /* zp_gave_up when the set last looked for them */
 	struct reg *r;   /* by fd */
 	int cap;
 	int *zfd;        /* the switched sockets in the set */
@@ -432,6 +431,35 @@ static int report(struct reg *g, struct zsock *z, uint32_t r, bool kin, struct e
 	return 1;
 }
 
+/* Sockets of the set that went back to the kernel (a client that gave up
+ * its join: zp_gave_up counts them) are the program's registrations again,
+ * as it made them. */
+static void settle(int ep, struct epset *s)
+{
+	unsigned n = atomic_load(&zp_gave_up);
+	if (n == s->settled)
+		return;
+	s->settled = n;
+	for (int j = 0; j < s->nz;) {
+		int fd = s->zfd[j];
+		if (zp_get(fd)) {
+			j++;
+			continue;
+		}
+		struct reg *g = &s->r[fd];
+		struct epoll_event k = { .events = g->events, .data.u64 = (uint64_t)fd };
+		if (g->off) /* a one-shot that fired stays off until EPOLL_CTL_MOD */
+			k.events = EPOLLONESHOT;
+		if (zp_real.epoll_ctl(ep, EPOLL_CTL_MOD, fd, &k)) { /* EPOLLEXCLUSIVE */
+			zp_real.epoll_ctl(ep, EPOLL_CTL_DEL, fd, NULL);
+			zp_real.epoll_ctl(ep, EPOLL_CTL_ADD, fd, &k);
+		}
+		g->zsock = false;
+		g->kev = k.events;
+		s->zfd[j] = s->zfd[--s->nz];
+	}
+}
+
 static int scan_ep(struct epset *s, struct epoll_event *evs, int max, bool *hit)
 {
 	int n = 0;
@@ -479,6 +507,7 @@ int zp_epoll_wait(int ep, struct epoll_event *evs, int max, int timeout_ms,
 	int64_t deadline = timeout_ms < 0 ? ZL_NEVER : zl_now_us() + (int64_t)timeout_ms * 1000;
 	for (;;) {
 		pthread_mutex_lock(&s->lock);
+		settle(ep, s);
 		bool hb[256], *hit = s->nz <= 256 ? hb : calloc((size_t)s->nz, 1);
 		if (!hit) {
 			pthread_mutex_unlock(&s->lock);

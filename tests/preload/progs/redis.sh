@@ -88,11 +88,11 @@ echo "digest $(cat "$tmp/pre.digest") plain and preloaded; $n connections switch
 # idle: 50 idle preloaded connections cost the preloaded server < 2% CPU
 pid=$(pgrep -f "redis-server 127.0.0.1:$port_pre" | head -1)
 [ -n "$pid" ] || fail "no redis-server pid"
-ZL_LOG=warn "$ZL_RUN" -- python3 -c "
+ZL_LOG=debug "$ZL_RUN" -- python3 -c "
 import socket, time
 s = [socket.create_connection(('127.0.0.1', $port_pre)) for _ in range(50)]
 for c in s: c.sendall(b'PING\r\n'); c.recv(16)
-time.sleep(5)" &
+time.sleep(5)" 2>>"$tmp/zl.log" &
 idle=$!
 sleep 1.5
 pct=$(cpu_pct "$pid" 3)
