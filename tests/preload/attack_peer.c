@@ -221,7 +221,13 @@ static int act_replay(uint16_t port, uint16_t x, int n)
 		}
 		CHECK(mem >= 0, "memfd: %s", errname(errno));
 		struct zp_wire w = claims(ZP_HELLO_MAGIC, s, c);
-		CHECK(!send_msg(c, &w, mem), "hello: %s", errname(errno));
+		if (send_msg(c, &w, mem)) { /* refused: the server closed it */
+			CHECK(errno == EPIPE || errno == ECONNRESET, "hello: %s", errname(errno));
+			close(s);
+			close(c);
+			close(mem);
+			return made;
+		}
 		CHECK(!connect(s, (struct sockaddr *)&ss, len), "connect: %s", errname(errno));
 		struct linger lg = { 1, 0 };
 		setsockopt(s, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
@@ -252,8 +258,11 @@ static int act_forge(uint16_t port, pid_t pid, int fd)
 	struct zp_wire w = claims(ZP_HELLO_MAGIC, mem, c);
 	w.sock_ino = ino;
 	w.sock_fd = fd; /* its number, in our fd table: not the socket */
-	CHECK(!send_msg(c, &w, mem), "forged hello: %s", errname(errno));
 	g_held[g_nheld++] = (struct held){ c, mem, -1 };
+	if (send_msg(c, &w, mem)) { /* refused: the server closed it */
+		CHECK(errno == EPIPE || errno == ECONNRESET, "forged hello: %s", errname(errno));
+		return 0;
+	}
 	return 1;
 }
 
@@ -379,7 +388,14 @@ static int act_lie(const char *kind, uint16_t port, const char *path, double *ms
 		return 0;
 	}
 	struct zp_wire w = claims(ZP_HELLO_MAGIC, s, c);
-	CHECK(!send_msg(c, &w, mem), "hello: %s", errname(errno));
+	if (send_msg(c, &w, mem)) { /* refused: the server closed it */
+		int e = errno;
+		close(s);
+		close(c);
+		close(mem);
+		CHECK(e == EPIPE || e == ECONNRESET, "hello: %s", errname(e));
+		return 0;
+	}
 	CHECK(!connect(s, (struct sockaddr *)&ss, len), "connect: %s", errname(errno));
 	struct zp_shared *sh = map_mem(mem);
 	CHECK(sh, "mmap: %s", errname(errno));

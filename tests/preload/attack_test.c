@@ -428,8 +428,8 @@ static int attack_squat(struct server *pl, struct attacker *a)
 		TRY(r);
 		TRY(att_cmd(a, NULL, NULL, "squat-check"));
 	}
-	snprintf(g_note, sizeof g_note, "%d attempts, %d false answers, 0 believed", g_attempts,
-		 answered);
+	snprintf(g_note, sizeof g_note, "%d attempts, %d false answers, 0 believed%s", g_attempts,
+		 answered, g_same ? "" : " (no client sent it a hello: the uid rule)");
 	return 0;
 }
 
@@ -448,8 +448,12 @@ static int attack_lie(struct server *sv, struct attacker *a)
 		ended += r;
 		worst = ms > worst ? ms : worst;
 	}
-	snprintf(g_note, sizeof g_note, "%d attempts, %d lies, each connection ended (%.1f ms "
-		 "at most)", g_attempts, ended, worst);
+	if (g_same)
+		snprintf(g_note, sizeof g_note, "%d attempts, %d lies, each connection ended "
+			 "(%.1f ms at most)", g_attempts, ended, worst);
+	else
+		snprintf(g_note, sizeof g_note, "%d attempts, all refused at the uid rule",
+			 g_attempts);
 	return 0;
 }
 
