@@ -65,6 +65,8 @@ static void resolve(void)
 	R(dup3);
 	R(setsockopt);
 	R(getsockopt);
+	R(splice);
+	R(sendfile);
 #undef R
 	const char *e = getenv("ZL_PRELOAD");
 	disabled = getauxval(AT_SECURE) || (e && !strcmp(e, "0"));
@@ -397,50 +399,11 @@ EXPORT ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
 	return zp_send(z, m->msg_iov, (int)m->msg_iovlen, flags);
 }
 
-/* sendfile and splice with a switched socket on either side copy, one
- * chunk per call: like the kernel's, they move what is there (blocking only
- * for the first byte) and may return less than count; callers loop. */
-static ssize_t copy_fds(int out, int in, off_t *off, size_t count)
-{
-	char buf[65536];
-	size_t want = count < sizeof(buf) ? count : sizeof(buf);
-	struct zsock *z = zs(out);
-	if (z && atomic_load(&z->nonblock)) { /* take no more than fits now */
-		size_t room = zp_tx_room(z);
-		if (!room) {
-			errno = EAGAIN;
-			return -1;
-		}
-		want = want < room ? want : room;
-	}
-	ssize_t r = off ? pread(in, buf, want, *off) : read(in, buf, want);
-	if (r <= 0)
-		return r;
-	size_t done = 0;
-	while (done < (size_t)r) {
-		ssize_t w = write(out, buf + done, (size_t)r - done);
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			if (!done)
-				return -1;
-			break; /* the rest is lost, as from a pipe that was read */
-		}
-		done += (size_t)w;
-	}
-	if (off)
-		*off += (off_t)done;
-	return (ssize_t)done;
-}
-
+/* sendfile and splice with a switched socket at one end: splice.c */
 EXPORT ssize_t sendfile(int out, int in, off_t *off, size_t count)
 {
-	if (zs(out) || zs(in))
-		return copy_fds(out, in, off, count);
-	static ssize_t (*sf)(int, int, off_t *, size_t);
-	if (!sf)
-		sf = dlsym(RTLD_NEXT, "sendfile");
-	return sf(out, in, off, count);
+	init();
+	return disabled ? zp_real.sendfile(out, in, off, count) : zp_sendfile(out, in, off, count);
 }
 
 EXPORT ssize_t sendfile64(int out, int in, off_t *off, size_t count)
@@ -451,12 +414,9 @@ EXPORT ssize_t sendfile64(int out, int in, off_t *off, size_t count)
 EXPORT ssize_t splice(int in, loff_t *off_in, int out, loff_t *off_out, size_t len,
 		      unsigned flags)
 {
-	if ((zs(in) || zs(out)) && !off_out)
-		return copy_fds(out, in, (off_t *)off_in, len);
-	static ssize_t (*sp)(int, loff_t *, int, loff_t *, size_t, unsigned);
-	if (!sp)
-		sp = dlsym(RTLD_NEXT, "splice");
-	return sp(in, off_in, out, off_out, len, flags);
+	init();
+	return disabled ? zp_real.splice(in, off_in, out, off_out, len, flags)
+			: zp_splice(in, off_in, out, off_out, len, flags);
 }
 
 /* ---- control -------------------------------------------------------------- */

@@ -48,6 +48,8 @@ struct zp_real {
 	int (*dup3)(int, int, int);
 	int (*setsockopt)(int, int, int, const void *, socklen_t);
 	int (*getsockopt)(int, int, int, void *, socklen_t *);
+	ssize_t (*splice)(int, loff_t *, int, loff_t *, size_t, unsigned);
+	ssize_t (*sendfile)(int, int, off_t *, size_t);
 };
 extern struct zp_real zp_real;
 extern int zp_spin_us;     /* ZL_PRELOAD_SPIN_US: spin before sleeping */
@@ -121,6 +123,12 @@ struct zsock {
 	bool wr_shut, rd_shut;
 	bool is_unix;             /* AF_UNIX: HUP as soon as the peer is gone */
 	bool reset_told;          /* ECONNRESET is reported once, then EOF */
+	bool gone_sent;           /* TCP: we sent to a closed peer (its kernel
+				   * would reset us: EPIPE from then on) */
+	int so_err;               /* a pending error for SO_ERROR (EPIPE) */
+	_Atomic bool lied;        /* the peer lied: reset_seen, kernel shut */
+	_Atomic bool tx_full;     /* a send found the ring full (TCP wakes an
+				   * edge-triggered writer only after that) */
 	int app_nodelay;          /* TCP_NODELAY as the program set it (the kernel
 	                           * socket has it on: a wake-up must not wait for
 	                           * Nagle and a delayed ACK, 40 ms) */
@@ -196,6 +204,10 @@ bool zp_give_up(struct zsock *z);
 void zp_fork_prepare(void);
 void zp_fork_failed(void);
 void zp_atfork_child(void);
+
+/* splice and sendfile with a switched socket at one end (splice.c) */
+ssize_t zp_splice(int in, loff_t *off_in, int out, loff_t *off_out, size_t len, unsigned flags);
+ssize_t zp_sendfile(int out, int in, off_t *off, size_t count);
 
 /* exec: hand switched sockets to the new image (sock.c) */
 char *zp_exec_state(bool keep); /* "ZL_PRELOAD_FDS=..." (malloc) or NULL */

@@ -109,10 +109,15 @@ int zp_so_error(struct zsock *z, int kerr)
 {
 	if (z->xh)
 		return zx_so_error(z, kerr);
-	if (kerr || !z->sh || z->reset_told || !peer_reset(z))
+	if (kerr || !z->sh)
 		return kerr;
-	z->reset_told = true;
-	return ECONNRESET;
+	if (peer_reset(z) && !z->reset_told) {
+		z->reset_told = true;
+		return ECONNRESET;
+	}
+	kerr = z->so_err; /* EPIPE after a send to a closed TCP peer */
+	z->so_err = 0;
+	return kerr;
 }
 
 /* The program asked for an abortive close (SO_LINGER on, 0 s): on TCP the
@@ -472,6 +477,7 @@ static inline bool trusted(struct zsock *z)
 static void lie(struct zsock *z, const char *what)
 {
 	static struct zl_ratelimit rl;
+	atomic_store(&z->lied, true);
 	if (atomic_exchange(&z->reset_seen, true))
 		return;
 	ZL_LOG_RL(&rl, ZL_LOG_WARN, "preload: fd %d: the peer lied (%s): connection reset",
@@ -739,6 +745,34 @@ ssize_t zp_epipe(int flags)
 	return -1;
 }
 
+/*
+ * A send to a peer that reset the connection (reset) or is gone, as the
+ * kernel answers it: on TCP a zero-length send and the first send after
+ * the peer's close succeed (the peer's kernel then resets us: EPIPE is
+ * pending, for the next send or SO_ERROR), the peer's reset is reported
+ * once (the one error that recv and SO_ERROR report too), and EPIPE with
+ * SIGPIPE after; on a Unix socket every send fails with EPIPE (the reset
+ * stays for recv).
+ */
+static ssize_t send_refused(struct zsock *z, size_t total, int flags, bool reset)
+{
+	if (reset && !z->is_unix && !z->reset_told) {
+		z->reset_told = true;
+		errno = ECONNRESET;
+		return -1;
+	}
+	if (z->is_unix || reset || z->gone_sent) {
+		if (z->so_err == EPIPE)
+			z->so_err = 0;
+		return zp_epipe(flags);
+	}
+	if (total) { /* the bytes are lost, as in the peer's kernel */
+		z->gone_sent = true;
+		z->so_err = EPIPE;
+	}
+	return (ssize_t)total;
+}
+
 ssize_t zp_send(struct zsock *z, const struct iovec *iov, int n, int flags)
 {
 	if (z->xh)
@@ -751,11 +785,17 @@ ssize_t zp_send(struct zsock *z, const struct iovec *iov, int n, int flags)
 	int64_t deadline = deadline_of(z, flags, false);
 	for (;;) {
 		zp_poll_join(z);
-		if (peer_reset(z)) {
-			errno = ECONNRESET;
-			return sent ? (ssize_t)sent : -1;
+		bool ring = atomic_load_explicit(&z->tx_ring, memory_order_acquire);
+		if (ring || atomic_load(&z->lied)) { /* (on the kernel stream: its rules) */
+			if (peer_reset(z))
+				return sent ? (ssize_t)sent : send_refused(z, total, flags, true);
+			if (ring && peer_gone(z)) {
+				ZL_LOG(ZL_LOG_DEBUG, "preload: fd %d: the peer is gone (%s)", z->fd,
+				       atomic_load(&z->sh->gone[1 - z->side]) ? "closed" : "kernel EOF");
+				return sent ? (ssize_t)sent : send_refused(z, total, flags, false);
+			}
 		}
-		if (!atomic_load_explicit(&z->tx_ring, memory_order_acquire)) {
+		if (!ring) {
 			/* before our switch: the kernel stream, counted exactly */
 			pthread_mutex_lock(&z->lock);
 			if (atomic_load_explicit(&z->tx_ring, memory_order_relaxed)) {
@@ -781,16 +821,11 @@ ssize_t zp_send(struct zsock *z, const struct iovec *iov, int n, int flags)
 					zp_drain(z);
 				}
 			}
-			if (peer_gone(z)) {
-				ZL_LOG(ZL_LOG_DEBUG, "preload: fd %d: the peer is gone (%s)", z->fd,
-				       atomic_load(&z->sh->gone[1 - z->side]) ? "closed" : "kernel EOF");
-				return sent ? (ssize_t)sent : zp_epipe(flags);
-			}
 			int64_t room = tx_room(z);
-			if (room < 0) {
-				errno = ECONNRESET;
-				return sent ? (ssize_t)sent : -1;
-			}
+			if (room < 0) /* a lie */
+				return sent ? (ssize_t)sent : send_refused(z, total, flags, true);
+			if ((size_t)room < total - sent)
+				atomic_store_explicit(&z->tx_full, true, memory_order_relaxed);
 			if (room > 0 && sent < total) {
 				size_t c = (size_t)room < total - sent ? (size_t)room : total - sent;
 				uint64_t t = atomic_load_explicit(&z->tx->tail, memory_order_relaxed);
@@ -885,6 +920,8 @@ short zp_ready(struct zsock *z, short events)
 		r |= POLLIN | POLLRDHUP;
 	if (end && (z->wr_shut || (z->is_unix && peer_gone(z))))
 		r |= POLLHUP; /* both ways shut, as the kernel says */
+	if (z->gone_sent) /* TCP: the peer's kernel reset us */
+		r |= POLLHUP | (z->so_err ? POLLERR : 0);
 	if (atomic_load_explicit(&z->reset_seen, memory_order_acquire) &&
 	    !atomic_load_explicit(&z->tx_ring, memory_order_acquire))
 		r |= POLLIN | POLLHUP | (z->reset_told ? 0 : POLLERR); /* a lie, on the kernel */

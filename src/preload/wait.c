@@ -20,6 +20,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 
 #include "clock.h"
 #include "preload.h"
@@ -203,7 +204,8 @@ struct reg {
 	uint32_t kev;    /* registered with the kernel */
 	epoll_data_t data;
 	uint64_t seen_tail, seen_head; /* EPOLLET: at the last report */
-	bool seen_eof, seen_out;
+	bool seen_eof, seen_any;
+	uint32_t seen_state;           /* its ERR and HUP */
 };
 
 struct epset {
@@ -399,30 +401,57 @@ static void refresh(int ep, struct epset *s, int fd, struct zsock *z, bool crowd
 		g->kev = kev;
 }
 
-/* Report a switched socket's events r for registration g, as EPOLLET and
+/* Where the input stands, for edges: the ring's tail, or (kin: the
+ * input is still the kernel stream's, before the peer's switch) the
+ * kernel bytes read and queued. */
+static uint64_t in_mark(struct zsock *z, bool kin)
+{
+	if (z->xh)
+		return zx_rx_mark(z);
+	if (!kin)
+		return atomic_load_explicit(&z->rx->tail, memory_order_relaxed);
+	int q = 0;
+	if (zp_real.ioctl(z->fd, FIONREAD, &q) || q < 0)
+		q = 0;
+	return atomic_load_explicit(&z->rx_k, memory_order_relaxed) + (uint64_t)q;
+}
+
+/*
+ * Report a switched socket's events r for registration g, as EPOLLET and
  * EPOLLONESHOT say; 1 if reported. kin: the input is kernel bytes (sent
- * before the switch), which the kernel reports itself. */
+ * before the switch).
+ *
+ * EPOLLET as the kernel's: an edge is a wake-up of a kind the registration
+ * asked for, and it reports every event the socket has then (after the
+ * peer's bytes come, IN and OUT). Kinds: input (new bytes, or the end),
+ * output (room freed by the peer's reads: on a Unix socket at each read;
+ * on TCP only after a send found the buffer full, as TCP wakes writers
+ * only then), and a change of ERR or HUP, which any registration sees.
+ * After EPOLL_CTL_ADD or MOD the state then is reported, if any.
+ */
 static int report(struct reg *g, struct zsock *z, uint32_t r, bool kin, struct epoll_event *out)
 {
 	r &= g->events | EPOLLERR | EPOLLHUP;
 	if (!r || g->off)
 		return 0;
-	if (g->events & EPOLLET) { /* only what is new since the last report */
-		uint64_t t = z->xh ? zx_rx_mark(z)
-				   : atomic_load_explicit(&z->rx->tail, memory_order_relaxed);
+	if (g->events & EPOLLET) {
+		uint64_t t = in_mark(z, kin);
 		uint64_t h = z->xh ? zx_tx_mark(z)
 				   : atomic_load_explicit(&z->tx->head, memory_order_relaxed);
+		uint32_t state = r & (EPOLLERR | EPOLLHUP);
 		bool eof = (r & EPOLLRDHUP) != 0;
-		if ((r & EPOLLIN) && !kin && t == g->seen_tail && (!eof || g->seen_eof))
-			r &= ~(uint32_t)(EPOLLIN | EPOLLRDHUP);
-		if ((r & EPOLLOUT) && h == g->seen_head && g->seen_out)
-			r &= ~(uint32_t)EPOLLOUT;
-		if (!r)
+		bool in = (r & (EPOLLIN | EPOLLRDHUP)) && (t != g->seen_tail || (eof && !g->seen_eof));
+		bool outw = (r & EPOLLOUT) && h != g->seen_head &&
+			    (z->is_unix || atomic_load_explicit(&z->tx_full, memory_order_relaxed));
+		if (g->seen_any && !in && !outw && state == g->seen_state)
 			return 0;
+		if (outw)
+			atomic_store_explicit(&z->tx_full, false, memory_order_relaxed);
 		g->seen_tail = t;
 		g->seen_head = h;
 		g->seen_eof |= eof;
-		g->seen_out = (r & EPOLLOUT) != 0;
+		g->seen_state = state;
+		g->seen_any = true;
 	}
 	if (g->events & EPOLLONESHOT)
 		g->off = true;
@@ -475,6 +504,29 @@ static int scan_ep(struct epset *s, struct epoll_event *evs, int max, bool *hit)
 		}
 	}
 	return n;
+}
+
+/* Room for n events from the kernel, past the 256 on the stack: a buffer
+ * per thread, grown as callers ask for more (freed when the thread ends). */
+static pthread_key_t kbuf_key;
+static pthread_once_t kbuf_once = PTHREAD_ONCE_INIT;
+static __thread struct epoll_event *kbuf;
+static __thread int kbuf_cap;
+
+static void kbuf_make_key(void) { pthread_key_create(&kbuf_key, free); }
+
+static struct epoll_event *kernel_events_buf(int n)
+{
+	if (n <= kbuf_cap)
+		return kbuf;
+	struct epoll_event *b = realloc(kbuf, (size_t)n * sizeof(*b));
+	if (!b)
+		return NULL;
+	pthread_once(&kbuf_once, kbuf_make_key);
+	pthread_setspecific(kbuf_key, b);
+	kbuf = b;
+	kbuf_cap = n;
+	return b;
 }
 
 struct armed {
@@ -554,8 +606,12 @@ int zp_epoll_wait(int ep, struct epoll_event *evs, int max, int timeout_ms,
 		int ms = n || !sleep ? 0 : zl_poll_ms(deadline);
 		if (crowded && (ms < 0 || ms > 1))
 			ms = 1; /* another sleeper's drain may take our wake-up */
-		struct epoll_event kev[256];
-		int room = max - n < 256 ? max - n : 256;
+		struct epoll_event kb[256], *kev = kb;
+		int room = max - n;
+		if (room > 256 && !(kev = kernel_events_buf(room))) {
+			kev = kb; /* out of memory: the next call takes the rest */
+			room = 256;
+		}
 		int64_t t0 = zl_now_us();
 		int k = room > 0 ? zp_real.epoll_pwait(ep, kev, room, ms, mask) : 0;
 		int err = errno;

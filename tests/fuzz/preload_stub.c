@@ -3,6 +3,7 @@
  * (intercept.c finds them with dlsym; here they are libc's own) and the
  * settings intercept.c would read from the environment. */
 #include <fcntl.h>
+#include <sys/sendfile.h>
 #include <poll.h>
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
@@ -25,6 +26,6 @@ void fuzz_preload_init(void)
 		.recv = recv, .send = send, .poll = poll, .ppoll = ppoll,
 		.epoll_ctl = epoll_ctl, .epoll_pwait = epoll_pwait, .fcntl = fcntl,
 		.ioctl = ioctl, .dup = dup, .dup3 = dup3, .setsockopt = setsockopt,
-		.getsockopt = getsockopt,
+		.getsockopt = getsockopt, .splice = splice, .sendfile = sendfile,
 	};
 }

@@ -1,0 +1,491 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rules_test.c - the kernel's rules for stream sockets that the preload
+ * once broke, each a case named after the rule: it asserts what Linux does,
+ * runs plain and preloaded (rules_run.sh, through sem_run.sh) and must
+ * print the same transcript both ways.
+ *
+ *   rules_test tcp4|tcp6|unix [case-name-substring]
+ *
+ * Each case gets a fresh pair (listener, connected c, accepted s) that
+ * first exchanges a byte each way, so that under the preload both
+ * directions have switched before the rule is tried. stdout: "ok NAME",
+ * "FAIL NAME: why" or "skip NAME: why" per case. Exit 0 all passed, 1 a
+ * case failed, 77 the family is unavailable, 2 usage. Bounds: a 20 s
+ * watchdog per case, IO_WAIT_MS per wait.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-function"
+#include "sem_util.h"
+#pragma GCC diagnostic pop
+
+#include <arpa/inet.h>
+#include <limits.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
+#include <sys/sendfile.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+
+static int g_fam;
+static char g_dir[64];
+
+/* ---- the pair ------------------------------------------------------------ */
+
+static int pair_open(struct ctx *x)
+{
+	memset(&x->la, 0, sizeof x->la);
+	if (x->fam == AF_INET) {
+		struct sockaddr_in *a = (void *)&x->la;
+		a->sin_family = AF_INET;
+		a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		x->lalen = sizeof *a;
+	} else if (x->fam == AF_INET6) {
+		struct sockaddr_in6 *a = (void *)&x->la;
+		a->sin6_family = AF_INET6;
+		a->sin6_addr = in6addr_loopback;
+		x->lalen = sizeof *a;
+	} else {
+		struct sockaddr_un *a = (void *)&x->la;
+		a->sun_family = AF_UNIX;
+		snprintf(a->sun_path, sizeof a->sun_path, "%s/sock", g_dir);
+		unlink(a->sun_path);
+		x->lalen = sizeof *a;
+	}
+	x->lfd = socket(x->fam, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	CHECK(x->lfd >= 0, "socket: %s", errname(errno));
+	CHECK(!bind(x->lfd, (struct sockaddr *)&x->la, x->lalen) && !listen(x->lfd, 16),
+	      "listener: %s", errname(errno));
+	x->lalen = sizeof x->la;
+	getsockname(x->lfd, (struct sockaddr *)&x->la, &x->lalen);
+	x->c = socket(x->fam, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	CHECK(x->c >= 0 && !connect(x->c, (struct sockaddr *)&x->la, x->lalen), "connect: %s",
+	      errname(errno));
+	x->s = accept4(x->lfd, NULL, NULL, SOCK_CLOEXEC);
+	CHECK(x->s >= 0, "accept: %s", errname(errno));
+	/* a byte each way and one more: each end made a call after the other's
+	 * proof, so both directions switched (under the preload) */
+	char b;
+	EXPECT_RET(write(x->c, "a", 1), 1);
+	TRY(read_full(x->s, &b, 1, "warm-up"));
+	EXPECT_RET(write(x->s, "b", 1), 1);
+	TRY(read_full(x->c, &b, 1, "warm-up"));
+	EXPECT_RET(write(x->c, "c", 1), 1);
+	TRY(read_full(x->s, &b, 1, "warm-up"));
+	return 0;
+}
+
+static void pair_close(struct ctx *x)
+{
+	close_fd(&x->c);
+	close_fd(&x->s);
+	close_fd(&x->lfd);
+}
+
+static int poll1(int fd, short ev, int ms, unsigned *rev)
+{
+	struct pollfd p = { fd, ev, 0 };
+	int r = poll(&p, 1, ms);
+	CHECK(r >= 0, "poll: %s", errname(errno));
+	*rev = r ? (unsigned)p.revents : 0;
+	return r;
+}
+
+#define EV_MASK (POLLIN | POLLOUT | POLLERR | POLLHUP | POLLRDHUP)
+
+/* Waits (bounded) until fd reports all of ev. */
+static int wait_for(int fd, unsigned ev, const char *what)
+{
+	unsigned got = 0;
+	for (double end = now_ms() + IO_WAIT_MS; now_ms() < end;) {
+		TRY(poll1(fd, (short)ev, 10, &got));
+		if ((got & ev) == ev)
+			return 0;
+	}
+	return failf("%s: poll says %s, want %s", what, evname(got & EV_MASK), evname(ev));
+}
+
+static int so_error(int fd, int *err)
+{
+	socklen_t l = sizeof *err;
+	CHECK(!getsockopt(fd, SOL_SOCKET, SO_ERROR, err, &l), "SO_ERROR: %s", errname(errno));
+	return 0;
+}
+
+/* ---- EPIPE and reset ------------------------------------------------------- */
+
+/* After the peer's normal close, TCP lets zero-length sends and the first
+ * send succeed (the peer's kernel then resets: EPIPE, and SO_ERROR says
+ * so once); a Unix socket fails every send with EPIPE. */
+static int case_send_after_close(struct ctx *x)
+{
+	char b[8];
+	int err;
+	close_fd(&x->s);
+	TRY(wait_for(x->c, POLLIN | POLLRDHUP, "the peer's close"));
+	if (x->fam == AF_UNIX) {
+		EXPECT_ERR(send(x->c, "", 0, MSG_NOSIGNAL), EPIPE);
+		EXPECT_ERR(send(x->c, "a", 1, MSG_NOSIGNAL), EPIPE);
+		EXPECT_ERR(send(x->c, "a", 1, MSG_NOSIGNAL), EPIPE);
+		EXPECT_RET(recv(x->c, b, sizeof b, MSG_DONTWAIT), 0);
+		return 0;
+	}
+	EXPECT_RET(send(x->c, "", 0, MSG_NOSIGNAL), 0);
+	EXPECT_RET(send(x->c, "", 0, MSG_NOSIGNAL), 0);
+	EXPECT_RET(send(x->c, "a", 1, MSG_NOSIGNAL), 1);
+	TRY(wait_for(x->c, POLLIN | POLLOUT | POLLHUP | POLLERR, "the peer's kernel's reset"));
+	TRY(so_error(x->c, &err));
+	CHECK(err == EPIPE, "SO_ERROR after the reset: %s, want EPIPE", errname(err));
+	TRY(so_error(x->c, &err));
+	CHECK(err == 0, "SO_ERROR again: %s, want 0", errname(err));
+	EXPECT_ERR(send(x->c, "", 0, MSG_NOSIGNAL), EPIPE);
+	EXPECT_ERR(send(x->c, "a", 1, MSG_NOSIGNAL), EPIPE);
+	EXPECT_RET(recv(x->c, b, sizeof b, MSG_DONTWAIT), 0);
+	return 0;
+}
+
+/* The peer closes with bytes of ours unread (a reset): what it had sent
+ * before is read first, then ECONNRESET once, then the end; sends fail
+ * with EPIPE. */
+static int case_reset_queued(struct ctx *x)
+{
+	char b[16];
+	unsigned ev = 0;
+	EXPECT_RET(write(x->s, "hello", 5), 5);
+	EXPECT_RET(write(x->c, "unread", 6), 6);
+	TRY(wait_for(x->s, POLLIN, "our bytes at the peer"));
+	TRY(wait_for(x->c, POLLIN, "the peer's bytes"));
+	close_fd(&x->s);
+	TRY(wait_for(x->c, POLLIN | POLLERR, "the reset"));
+	TRY(poll1(x->c, POLLIN | POLLOUT | POLLRDHUP, 0, &ev));
+	CHECK((ev & EV_MASK) == (POLLIN | POLLOUT | POLLERR | POLLHUP | POLLRDHUP),
+	      "poll after the reset: %s", evname(ev & EV_MASK));
+	EXPECT_RET(recv(x->c, b, 3, MSG_DONTWAIT), 3);
+	CHECK(!memcmp(b, "hel", 3), "the first bytes differ");
+	EXPECT_RET(recv(x->c, b, sizeof b, MSG_DONTWAIT), 2);
+	CHECK(!memcmp(b, "lo", 2), "the last bytes differ");
+	EXPECT_ERR(recv(x->c, b, sizeof b, MSG_DONTWAIT), ECONNRESET);
+	EXPECT_RET(recv(x->c, b, sizeof b, MSG_DONTWAIT), 0);
+	EXPECT_ERR(send(x->c, "a", 1, MSG_NOSIGNAL), EPIPE);
+	return 0;
+}
+
+/* The same, the error taken by a send first: on TCP the send reports the
+ * reset (then EPIPE) and the reads give the bytes and the end; a Unix
+ * socket's sends fail with EPIPE and its reads still report the reset. */
+static int case_reset_send_first(struct ctx *x)
+{
+	char b[16];
+	EXPECT_RET(write(x->s, "hello", 5), 5);
+	EXPECT_RET(write(x->c, "unread", 6), 6);
+	TRY(wait_for(x->s, POLLIN, "our bytes at the peer"));
+	TRY(wait_for(x->c, POLLIN, "the peer's bytes"));
+	close_fd(&x->s);
+	TRY(wait_for(x->c, POLLIN | POLLERR, "the reset"));
+	if (x->fam == AF_UNIX)
+		EXPECT_ERR(send(x->c, "a", 1, MSG_NOSIGNAL), EPIPE);
+	else
+		EXPECT_ERR(send(x->c, "a", 1, MSG_NOSIGNAL), ECONNRESET);
+	EXPECT_ERR(send(x->c, "a", 1, MSG_NOSIGNAL), EPIPE);
+	EXPECT_RET(recv(x->c, b, sizeof b, MSG_DONTWAIT), 5);
+	if (x->fam == AF_UNIX)
+		EXPECT_ERR(recv(x->c, b, sizeof b, MSG_DONTWAIT), ECONNRESET);
+	EXPECT_RET(recv(x->c, b, sizeof b, MSG_DONTWAIT), 0);
+	return 0;
+}
+
+/* ---- epoll ------------------------------------------------------------------- */
+
+/* epoll_wait gives every ready fd the caller has room for: 300 pipes
+ * with bytes here, in a set that also holds the (switched) socket. */
+#define MANY 300
+static int case_epoll_many_ready(struct ctx *x)
+{
+	struct rlimit rl;
+	getrlimit(RLIMIT_NOFILE, &rl);
+	if (rl.rlim_cur < 2 * MANY + 64)
+		return skipf("RLIMIT_NOFILE %llu is below %d", (unsigned long long)rl.rlim_cur,
+			     2 * MANY + 64);
+	int ep = epoll_create1(EPOLL_CLOEXEC), fds[2 * MANY], n = 0, rc = 0;
+	CHECK(ep >= 0, "epoll_create1: %s", errname(errno));
+	struct epoll_event e = { .events = EPOLLIN, .data.fd = x->c };
+	if (epoll_ctl(ep, EPOLL_CTL_ADD, x->c, &e))
+		rc = failf("epoll_ctl(socket): %s", errname(errno));
+	for (; rc == 0 && n < 2 * MANY; n += 2) {
+		if (pipe2(fds + n, O_CLOEXEC)) {
+			rc = failf("pipe %d: %s", n / 2, errname(errno));
+			break;
+		}
+		e.data.fd = fds[n];
+		if (write(fds[n + 1], "x", 1) != 1 || epoll_ctl(ep, EPOLL_CTL_ADD, fds[n], &e))
+			rc = failf("pipe %d: %s", n / 2, errname(errno));
+	}
+	if (rc == 0) {
+		struct epoll_event evs[2 * MANY];
+		int got = epoll_wait(ep, evs, 2 * MANY, IO_WAIT_MS);
+		if (got != MANY)
+			rc = failf("epoll_wait(max %d) = %s, want %d ready", 2 * MANY, rets(got, errno),
+				   MANY);
+		got = rc ? 0 : epoll_wait(ep, evs, 100, 0);
+		if (rc == 0 && got != 100)
+			rc = failf("epoll_wait(max 100) = %s, want 100", rets(got, errno));
+	}
+	for (int i = 0; i < n; i++)
+		close(fds[i]);
+	close(ep);
+	return rc;
+}
+
+/* Edge-triggered: an edge reports every event the fd has then: after the
+ * peer's bytes come, IN and OUT (the socket is writable). */
+static int case_epoll_et_all_events(struct ctx *x)
+{
+	int ep = epoll_create1(EPOLL_CLOEXEC);
+	CHECK(ep >= 0, "epoll_create1: %s", errname(errno));
+	struct epoll_event e = { .events = EPOLLIN | EPOLLOUT | EPOLLET, .data.fd = x->c }, out[4];
+	int rc = 0;
+	if (epoll_ctl(ep, EPOLL_CTL_ADD, x->c, &e))
+		rc = failf("epoll_ctl: %s", errname(errno));
+	int n = rc ? 0 : epoll_wait(ep, out, 4, 0);
+	if (!rc && (n != 1 || out[0].events != EPOLLOUT))
+		rc = failf("after ADD: %d, %s; want 1, OUT", n, evname(n > 0 ? out[0].events : 0));
+	n = rc ? 0 : epoll_wait(ep, out, 4, 0);
+	if (!rc && n != 0)
+		rc = failf("again: %d, %s; want 0 (no new edge)", n, evname(out[0].events));
+	if (!rc && write(x->s, "data", 4) != 4)
+		rc = failf("write: %s", errname(errno));
+	n = rc ? 0 : epoll_wait(ep, out, 4, IO_WAIT_MS);
+	if (!rc && (n != 1 || out[0].events != (EPOLLIN | EPOLLOUT)))
+		rc = failf("after data: %d, %s; want 1, IN|OUT", n, evname(n > 0 ? out[0].events : 0));
+	close(ep);
+	return rc;
+}
+
+/* ---- splice and sendfile ------------------------------------------------- */
+
+#define SPL (96u << 10) /* fits a Unix socket's default buffers */
+
+/* Reads what a pipe holds now into out (nonblocking), at most cap. */
+static size_t drain_pipe(int fd, uint8_t *out, size_t cap)
+{
+	size_t got = 0;
+	for (ssize_t r; got < cap && (r = read(fd, out + got, cap - got)) > 0;)
+		got += (size_t)r;
+	return got;
+}
+
+/* splice from the socket into a nonblocking pipe with little room: short
+ * counts or EAGAIN, never a byte lost or twice. */
+static int case_splice_socket_to_full_pipe(struct ctx *x)
+{
+	int p[2];
+	CHECK(!pipe2(p, O_CLOEXEC | O_NONBLOCK), "pipe2: %s", errname(errno));
+	uint8_t *buf = malloc(2 * SPL);
+	int rc = buf ? 0 : failf("out of memory");
+	size_t filler = 60000, moved = 0, got = 0, want = SPL + filler;
+	if (!rc) {
+		fill_pat(buf, SPL, 11, 0);
+		rc = write_full(x->s, buf, SPL, "data");
+	}
+	memset(buf, 0xee, filler);
+	if (!rc && write(p[1], buf, filler) != (ssize_t)filler)
+		rc = failf("filling the pipe: %s", errname(errno));
+	for (double quiet = now_ms(); !rc && moved < SPL && now_ms() - quiet < IO_WAIT_MS;) {
+		ssize_t r = splice(x->c, NULL, p[1], NULL, SPL - moved, SPLICE_F_NONBLOCK);
+		if (r > 0) {
+			moved += (size_t)r;
+			quiet = now_ms();
+		} else if (r < 0 && errno == EAGAIN) { /* the pipe is full, or the bytes not here */
+			size_t d = drain_pipe(p[0], buf + got, want - got);
+			got += d;
+			if (!d)
+				wait_ev(x->c, POLLIN, 10);
+		} else
+			rc = failf("splice: %s after %zu bytes", rets(r, errno), moved);
+	}
+	if (!rc)
+		got += drain_pipe(p[0], buf + got, want - got);
+	if (!rc && (moved != SPL || got != want))
+		rc = failf("moved %zu, the pipe gave %zu bytes, want %u and %zu", moved, got, SPL, want);
+	for (size_t i = 0; !rc && i < filler; i++)
+		if (buf[i] != 0xee)
+			rc = failf("the pipe's first bytes were changed");
+	if (!rc)
+		rc = check_pat(buf + filler, SPL, 11, 0, "spliced bytes");
+	free(buf);
+	close(p[0]);
+	close(p[1]);
+	return rc;
+}
+
+/* splice from a pipe into a nonblocking socket whose peer does not read:
+ * the socket takes what it has room for, the rest stays in the pipe; all
+ * of it arrives once the peer reads. */
+static int case_splice_pipe_to_full_socket(struct ctx *x)
+{
+	int p[2];
+	CHECK(!pipe2(p, O_CLOEXEC | O_NONBLOCK), "pipe2: %s", errname(errno));
+	fcntl(p[0], F_SETPIPE_SZ, 1 << 20);
+	int rc = set_nonblock(x->c, 1);
+	uint8_t *buf = malloc(8 * SPL), *in = malloc(8 * SPL);
+	size_t total = 8 * SPL, put = 0, moved = 0, got = 0;
+	if (!buf || !in)
+		rc = failf("out of memory");
+	if (!rc)
+		fill_pat(buf, total, 12, 0);
+	for (double quiet = now_ms(); !rc && got < total && now_ms() - quiet < IO_WAIT_MS;) {
+		ssize_t w = put < total ? write(p[1], buf + put, total - put) : 0;
+		if (w > 0)
+			put += (size_t)w;
+		ssize_t r = moved < put ? splice(p[0], NULL, x->c, NULL, put - moved, SPLICE_F_NONBLOCK)
+					: 0;
+		if (r > 0)
+			moved += (size_t)r;
+		else if (r < 0 && errno != EAGAIN)
+			rc = failf("splice: %s after %zu bytes", rets(r, errno), moved);
+		if (!(rand() & 3) || moved == total) { /* the peer reads now and then */
+			ssize_t k = recv(x->s, in + got, total - got, MSG_DONTWAIT);
+			if (k > 0) {
+				got += (size_t)k;
+				quiet = now_ms();
+			} else if (moved == total) {
+				wait_ev(x->s, POLLIN, 10); /* bytes in flight */
+			}
+		}
+	}
+	if (!rc && got != total)
+		rc = failf("the peer got %zu of %zu bytes (%zu spliced)", got, total, moved);
+	if (!rc)
+		rc = check_pat(in, total, 12, 0, "the peer's bytes");
+	free(buf);
+	free(in);
+	close(p[0]);
+	close(p[1]);
+	return rc;
+}
+
+/* sendfile into a nonblocking socket whose peer reads slowly: short
+ * counts, the offset advanced by what went, every byte once. */
+static int case_sendfile_to_full_socket(struct ctx *x)
+{
+	char path[128];
+	snprintf(path, sizeof path, "%s/file", g_dir);
+	int f = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	CHECK(f >= 0, "open: %s", errname(errno));
+	unlink(path);
+	size_t total = 8 * SPL, got = 0;
+	uint8_t *buf = malloc(total), *in = malloc(total);
+	int rc = buf && in ? set_nonblock(x->c, 1) : failf("out of memory");
+	if (!rc) {
+		fill_pat(buf, total, 13, 0);
+		rc = write_full(f, buf, total, "file");
+	}
+	off_t off = 0;
+	for (double quiet = now_ms(); !rc && got < total && now_ms() - quiet < IO_WAIT_MS;) {
+		if ((size_t)off < total) {
+			ssize_t r = sendfile(x->c, f, &off, total - (size_t)off);
+			if (r < 0 && errno != EAGAIN)
+				rc = failf("sendfile: %s at %lld", rets(r, errno), (long long)off);
+		}
+		ssize_t k = recv(x->s, in + got, total - got, MSG_DONTWAIT);
+		if (k > 0) {
+			got += (size_t)k;
+			quiet = now_ms();
+		} else {
+			wait_ev(x->s, POLLIN, 10); /* bytes in flight */
+		}
+	}
+	if (!rc && ((size_t)off != total || got != total))
+		rc = failf("offset %lld, the peer got %zu, want %zu", (long long)off, got, total);
+	if (!rc)
+		rc = check_pat(in, total, 13, 0, "the peer's bytes");
+	free(buf);
+	free(in);
+	close(f);
+	return rc;
+}
+
+/* ---- main ------------------------------------------------------------------- */
+
+struct test {
+	const char *name;
+	int (*fn)(struct ctx *);
+};
+
+static const struct test tests[] = {
+	{ "send_after_close", case_send_after_close },
+	{ "reset_queued", case_reset_queued },
+	{ "reset_send_first", case_reset_send_first },
+	{ "epoll_many_ready", case_epoll_many_ready },
+	{ "epoll_et_all_events", case_epoll_et_all_events },
+	{ "splice_socket_to_full_pipe", case_splice_socket_to_full_pipe },
+	{ "splice_pipe_to_full_socket", case_splice_pipe_to_full_socket },
+	{ "sendfile_to_full_socket", case_sendfile_to_full_socket },
+};
+
+static void on_alarm(int sig)
+{
+	(void)sig;
+	static const char m[] = "rules_test: watchdog: a case still runs after 20 s\n";
+	ssize_t w = write(2, m, sizeof m - 1);
+	(void)w;
+	_exit(1);
+}
+
+int main(int argc, char **argv)
+{
+	const char *fam = argc >= 2 ? argv[1] : "";
+	g_fam = !strcmp(fam, "tcp4") ? AF_INET : !strcmp(fam, "tcp6") ? AF_INET6
+		: !strcmp(fam, "unix") ? AF_UNIX : 0;
+	if (!g_fam || argc > 3) {
+		fprintf(stderr, "usage: rules_test tcp4|tcp6|unix [case-name-substring]\n");
+		return 2;
+	}
+	int probe = socket(g_fam, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (probe < 0) {
+		printf("skip: %s sockets: %s\n", fam, errname(errno));
+		return 77;
+	}
+	close(probe);
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	signal(SIGPIPE, SIG_IGN);
+	signal(SIGALRM, on_alarm);
+	snprintf(g_dir, sizeof g_dir, "/tmp/rules_test.XXXXXX");
+	if (!mkdtemp(g_dir)) {
+		perror("mkdtemp");
+		return 1;
+	}
+	int failed = 0, ran = 0;
+	for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
+		if (argc == 3 && !strstr(tests[i].name, argv[2]))
+			continue;
+		struct ctx x = { .fam = g_fam, .lfd = -1, .c = -1, .s = -1 };
+		g_msg[0] = 0;
+		alarm(20);
+		int r = pair_open(&x);
+		if (r == 0)
+			r = tests[i].fn(&x);
+		alarm(0);
+		pair_close(&x);
+		ran++;
+		if (r == CASE_PASS)
+			printf("ok %s\n", tests[i].name);
+		else if (r == CASE_SKIP)
+			printf("skip %s: %s\n", tests[i].name, g_msg);
+		else
+			printf("FAIL %s: %s\n", tests[i].name, g_msg[0] ? g_msg : "failed");
+		failed += r == CASE_FAIL;
+	}
+	char p[128];
+	snprintf(p, sizeof p, "%s/sock", g_dir);
+	unlink(p);
+	rmdir(g_dir);
+	if (!ran) {
+		fprintf(stderr, "rules_test: no case matches '%s'\n", argv[2]);
+		return 2;
+	}
+	return failed ? 1 : 0;
+}
