@@ -219,8 +219,10 @@ static int dev_get(const char *want, struct rd_dev **out)
 	int n, r = 0;
 	struct ibv_device **list = ibv_get_device_list(&n);
 	if (!list || n == 0) {
+		/* (no device: libibverbs returns NULL, which it cannot free) */
 		ZL_LOG(ZL_LOG_ERROR, "rdma: no RDMA devices");
-		ibv_free_device_list(list);
+		if (list)
+			ibv_free_device_list(list);
 		return -ENODEV;
 	}
 	int i = 0;
@@ -1496,6 +1498,23 @@ static const struct zl_listener_ops rd_listener_ops = {
 	.close = rd_listener_close,
 };
 
+/* 0 if the device (the first one, unnamed) is there, else -ENODEV: a
+ * listener or a connection fails at once on a host without it. */
+static int dev_present(const char *want)
+{
+	int n = 0, found = 0;
+	struct ibv_device **list = ibv_get_device_list(&n);
+	for (int i = 0; list && i < n && !found; i++)
+		found = !want[0] || !strcmp(ibv_get_device_name(list[i]), want);
+	if (list)
+		ibv_free_device_list(list);
+	if (found)
+		return 0;
+	ZL_LOG(ZL_LOG_ERROR, "rdma: %s%s", want[0] ? "no RDMA device named " : "no RDMA devices",
+	       want);
+	return -ENODEV;
+}
+
 static int rd_listen(const struct zl_url *u, const struct zl_opts *o, zl_listener **out)
 {
 	struct rd_params p;
@@ -1504,6 +1523,8 @@ static int rd_listen(const struct zl_url *u, const struct zl_opts *o, zl_listene
 		return r;
 	if (!u->port[0])
 		return -EINVAL;
+	if ((r = dev_present(p.dev)))
+		return r;
 	struct rd_listener *rl = calloc(1, sizeof(*rl));
 	if (!rl)
 		return -ENOMEM;
@@ -1529,6 +1550,8 @@ static int rd_connect(const struct zl_url *u, const struct zl_opts *o, int64_t t
 		return r;
 	if (!u->host[0] || !u->port[0])
 		return -EINVAL;
+	if ((r = dev_present(p.dev)))
+		return r;
 	int64_t deadline = zl_deadline(timeout_us);
 	int s = zl_tcp_connect(u->host, u->port, deadline);
 	if (s < 0)
