@@ -169,6 +169,37 @@ void zp_forget(int fd); /* fd no longer names its zsock (close, dup2 over) */
 bool zp_linger_abort(int fd); /* SO_LINGER on with 0 s: close resets (TCP) */
 int zp_so_error(struct zsock *z, int kerr); /* SO_ERROR: the peer's reset once */
 
+/* What the peer wrote, checked (peer.c): a client trusts nothing in its
+ * rings before it proved the server (rendezvous.c) */
+static inline bool zp_trusted(struct zsock *z)
+{
+	if (__builtin_expect(atomic_load_explicit(&z->trusted, memory_order_relaxed), 1))
+		return true;
+	if (!z->fam || atomic_load_explicit(&z->fam->state, memory_order_acquire) != ZP_PROVEN)
+		return false;
+	atomic_store_explicit(&z->trusted, true, memory_order_relaxed);
+	return true;
+}
+void zp_lie(struct zsock *z, const char *what); /* the peer lied: the connection ends */
+bool zp_peer_reset(struct zsock *z);   /* its reset, or a lie: sticky */
+bool zp_peer_closed(struct zsock *z);  /* its end of stream, with its final tail */
+bool zp_peer_gone(struct zsock *z);    /* its side closed for good */
+uint64_t zp_rx_switch(struct zsock *z); /* its kbytes once switched, or ZP_UNLATCHED */
+bool zp_rx_left(struct zsock *z, uint64_t *left); /* input still on the kernel stream,
+						      * *left bytes of it */
+int64_t zp_rx_avail(struct zsock *z);  /* bytes in its ring, -1: a lie */
+int64_t zp_tx_free(struct zsock *z);   /* room in ours, -1: a lie */
+
+/* between sock.c, rx.c and tx.c */
+void zp_notify(struct zsock *z, _Atomic uint32_t *sleeping, _Atomic uint32_t *kick);
+#define NOTIFY_RX(z) zp_notify((z), &(z)->tx->rx_sleeping, &(z)->tx->rx_kick)
+#define NOTIFY_TX(z) zp_notify((z), &(z)->rx->tx_sleeping, &(z)->rx->tx_kick)
+void zp_switch_tx(struct zsock *z); /* our sends move to the ring (under z->lock) */
+void zp_ring_copy(uint8_t *ring, uint32_t size, uint64_t pos, const struct iovec *iov, int n,
+		  size_t off, size_t len, bool to_ring);
+int zp_iov_sub(const struct iovec *iov, int n, size_t off, size_t max, struct iovec *tmp);
+int64_t zp_deadline_of(struct zsock *z, int flags, bool rx);
+
 /* the data path (sock.c): results as the libc calls, errno set */
 ssize_t zp_recv(struct zsock *z, const struct iovec *iov, int n, int flags);
 ssize_t zp_send(struct zsock *z, const struct iovec *iov, int n, int flags);

@@ -1,0 +1,142 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What the peer writes into the shared memory, read once and checked
+ * against what the stream carried (the argument is at the top of sock.c):
+ * its switch (state, kbytes), its end (closed, gone), its reset, and the
+ * ring positions. A lie ends the connection (zp_lie).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "preload.h"
+
+/* The peer's side is closed for good: it closed its last copy, or its
+ * kernel socket ended after it had switched without a shutdown (once
+ * switched it shuts down only its ring: an end of the kernel stream is then
+ * its last close, or its death). A peer that shut down before switching
+ * ended the kernel stream alive; its death shows in a probe (zp_probe). */
+bool zp_peer_gone(struct zsock *z)
+{
+	if (!zp_trusted(z))
+		return false;
+	return atomic_load_explicit(&z->sh->gone[1 - z->side], memory_order_acquire) ||
+	       (atomic_load(&z->peer_eof) && zp_rx_switch(z) != ZP_UNLATCHED && !zp_peer_closed(z));
+}
+
+/* The peer broke the protocol (sock.c's top): the connection ends. */
+void zp_lie(struct zsock *z, const char *what)
+{
+	static struct zl_ratelimit rl;
+	atomic_store(&z->lied, true);
+	if (atomic_exchange(&z->reset_seen, true))
+		return;
+	ZL_LOG_RL(&rl, ZL_LOG_WARN, "preload: fd %d: the peer lied (%s): connection reset",
+		  z->fd, what);
+	zp_real.shutdown(z->fd, SHUT_RDWR);
+}
+
+/* The peer reset the connection, or lied: sticky, as the kernel's reset. */
+bool zp_peer_reset(struct zsock *z)
+{
+	if (atomic_load_explicit(&z->reset_seen, memory_order_acquire))
+		return true;
+	if (!zp_trusted(z) || !atomic_load_explicit(&z->sh->reset[1 - z->side], memory_order_acquire))
+		return false;
+	atomic_store(&z->reset_seen, true);
+	return true;
+}
+
+/* The peer's switch, read once: its kbytes, or ZP_UNLATCHED before it. */
+uint64_t zp_rx_switch(struct zsock *z)
+{
+	uint64_t kb = atomic_load_explicit(&z->rx_kb, memory_order_acquire);
+	if (kb != ZP_UNLATCHED || !zp_trusted(z) ||
+	    !atomic_load_explicit(&z->rx->state, memory_order_acquire))
+		return kb;
+	uint64_t k = atomic_load_explicit(&z->rx->kbytes, memory_order_relaxed);
+	if (k == ZP_UNLATCHED)
+		k--; /* more than any stream carries: the lie shows at its end */
+	if (atomic_compare_exchange_strong(&z->rx_kb, &kb, k))
+		kb = k;
+	if (kb < z->rx_k)
+		zp_lie(z, "it had sent more on the kernel stream than it says");
+	return kb;
+}
+
+bool zp_rx_left(struct zsock *z, uint64_t *left)
+{
+	uint64_t kb = zp_rx_switch(z);
+	if (kb == ZP_UNLATCHED) {
+		*left = UINT64_MAX;
+		return true;
+	}
+	*left = kb > z->rx_k ? kb - z->rx_k : 0;
+	return *left > 0;
+}
+
+/* The peer's end of stream (closed), read once with the tail it ended at. */
+bool zp_peer_closed(struct zsock *z)
+{
+	if (atomic_load_explicit(&z->closed_seen, memory_order_acquire))
+		return true;
+	if (!zp_trusted(z) || !atomic_load_explicit(&z->rx->closed, memory_order_acquire))
+		return false;
+	uint64_t none = ZP_UNLATCHED;
+	atomic_compare_exchange_strong(&z->closed_tail, &none,
+				       atomic_load_explicit(&z->rx->tail, memory_order_acquire));
+	atomic_store_explicit(&z->closed_seen, true, memory_order_release);
+	return true;
+}
+
+/* Bytes in the ring, or -1: the peer broke the ring (the connection is
+ * reset then). */
+int64_t zp_rx_avail(struct zsock *z)
+{
+	if (!zp_trusted(z))
+		return 0;
+	/* Another thread of ours may consume meanwhile (a readiness check
+	 * beside a read): only a tail read while head stood still proves a
+	 * lie; an honest tail is never more than a ring ahead of any head. */
+	uint64_t h, t;
+	int tries = 0;
+	do {
+		h = atomic_load_explicit(&z->rx->head, memory_order_acquire);
+		t = atomic_load_explicit(&z->rx->tail, memory_order_acquire);
+	} while (h != atomic_load_explicit(&z->rx->head, memory_order_acquire) && ++tries < 16);
+	if (t - h > z->size) {
+		if (tries == 16)
+			return 0; /* no still view: nothing for this look */
+		zp_lie(z, "its ring's tail");
+		return -1;
+	}
+	if (atomic_load_explicit(&z->closed_seen, memory_order_acquire) &&
+	    t != atomic_load_explicit(&z->closed_tail, memory_order_relaxed)) {
+		zp_lie(z, "bytes after its end of stream");
+		return -1;
+	}
+	return (int64_t)(t - h);
+}
+
+int64_t zp_tx_free(struct zsock *z)
+{
+	/* the same with our tail, which another thread of ours may move */
+	uint64_t h, t;
+	int tries = 0;
+	do {
+		t = atomic_load_explicit(&z->tx->tail, memory_order_acquire);
+		h = atomic_load_explicit(&z->tx->head, memory_order_acquire);
+	} while (t != atomic_load_explicit(&z->tx->tail, memory_order_acquire) && ++tries < 16);
+	if (t - h > z->size) {
+		if (tries == 16)
+			return 0; /* no still view: no room for this look */
+		zp_lie(z, "its ring's head");
+		return -1;
+	}
+	return (int64_t)(z->size - (t - h));
+}

@@ -1,0 +1,213 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Receiving on a switched socket (sock.c has the design): the kernel
+ * stream's bytes up to the peer's kbytes, then the ring; the wake-up bytes
+ * that follow on the kernel stream are drained here.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "preload.h"
+
+/* Copy between the ring at position pos and the iovecs, from byte off. */
+void zp_ring_copy(uint8_t *ring, uint32_t size, uint64_t pos, const struct iovec *iov,
+		      int n, size_t off, size_t len, bool to_ring)
+{
+	for (int i = 0; i < n && len; i++) {
+		if (off >= iov[i].iov_len) {
+			off -= iov[i].iov_len;
+			continue;
+		}
+		size_t c = iov[i].iov_len - off;
+		if (c > len)
+			c = len;
+		uint8_t *b = (uint8_t *)iov[i].iov_base + off;
+		for (size_t done = 0; done < c;) {
+			uint32_t at = (uint32_t)(pos % size);
+			size_t k = size - at < c - done ? size - at : c - done;
+			if (to_ring)
+				memcpy(ring + at, b + done, k);
+			else
+				memcpy(b + done, ring + at, k);
+			done += k;
+			pos += k;
+		}
+		len -= c;
+		off = 0;
+	}
+}
+
+/* The iovecs from byte off, at most max bytes, into tmp (n entries). */
+int zp_iov_sub(const struct iovec *iov, int n, size_t off, size_t max, struct iovec *tmp)
+{
+	int k = 0;
+	for (int i = 0; i < n && max; i++) {
+		if (off >= iov[i].iov_len) {
+			off -= iov[i].iov_len;
+			continue;
+		}
+		size_t c = iov[i].iov_len - off;
+		if (c > max)
+			c = max;
+		tmp[k].iov_base = (uint8_t *)iov[i].iov_base + off;
+		tmp[k++].iov_len = c;
+		max -= c;
+		off = 0;
+	}
+	return k;
+}
+
+int64_t zp_deadline_of(struct zsock *z, int flags, bool rx)
+{
+	if ((flags & MSG_DONTWAIT) || atomic_load_explicit(&z->nonblock, memory_order_relaxed))
+		return 0;
+	int64_t t = rx ? z->rcvtimeo_us : z->sndtimeo_us;
+	return t > 0 ? zl_now_us() + t : ZL_NEVER;
+}
+
+/* From the kernel stream, up to max bytes: >0, 0 (its end), -1 (errno). */
+static ssize_t zp_rx_kernel(struct zsock *z, const struct iovec *iov, int n, size_t off,
+			 uint64_t max, int flags)
+{
+	struct iovec tmp[64];
+	int k = zp_iov_sub(iov, n > 64 ? 64 : n, off, max > SIZE_MAX ? SIZE_MAX : (size_t)max, tmp);
+	struct msghdr m = { .msg_iov = tmp, .msg_iovlen = (size_t)k };
+	ssize_t r = zp_real.recvmsg(z->fd, &m, (flags & MSG_PEEK) | MSG_DONTWAIT);
+	if (r <= 0)
+		return r;
+	uint64_t left;
+	if (!zp_rx_left(z, &left)) /* switched meanwhile, with all kbytes read */
+		left = 0;
+	if ((uint64_t)r > left) /* past kbytes: wake-ups, not data */
+		r = (ssize_t)left;
+	if (!(flags & MSG_PEEK))
+		z->rx_k += (uint64_t)r;
+	return r;
+}
+
+ssize_t zp_recv(struct zsock *z, const struct iovec *iov, int n, int flags)
+{
+	if (z->xh)
+		return zx_recv(z, iov, n, flags);
+	size_t total = 0, got = 0;
+	for (int i = 0; i < n; i++)
+		total += iov[i].iov_len;
+	if (!total)
+		return 0;
+	int64_t deadline = zp_deadline_of(z, flags, true);
+	bool all = (flags & MSG_WAITALL) && !(flags & MSG_PEEK);
+	for (;;) {
+		zp_poll_join(z);
+		uint64_t left;
+		if (zp_rx_left(z, &left)) {
+			ssize_t r = zp_rx_kernel(z, iov, n, got, left < total - got ? left : total - got,
+					      flags);
+			if (r > 0) {
+				got += (size_t)r;
+				if (!all || got == total)
+					return (ssize_t)got;
+				continue;
+			}
+			if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+				return got ? (ssize_t)got : -1;
+			if (r == 0) {
+				uint64_t kb = zp_rx_switch(z);
+				if (kb == ZP_UNLATCHED)
+					return (ssize_t)got; /* the end, before any switch */
+				if (z->rx_k < kb)
+					zp_lie(z, "its kernel stream ended before its kbytes");
+				atomic_store(&z->peer_eof, true);
+			}
+		}
+		if (!zp_rx_left(z, &left)) {
+			int64_t a = zp_rx_avail(z);
+			if (a > 0) {
+				size_t c = (size_t)a < total - got ? (size_t)a : total - got;
+				uint64_t h = atomic_load_explicit(&z->rx->head, memory_order_relaxed);
+				zp_ring_copy(z->rxr, z->size, h, iov, n, got, c, false);
+				got += c;
+				if (flags & MSG_PEEK)
+					return (ssize_t)got;
+				atomic_store_explicit(&z->rx->head, h + c, memory_order_release);
+				NOTIFY_TX(z);
+				if (!all || got == total)
+					return (ssize_t)got;
+				continue;
+			}
+		}
+		/* nothing more now: what came before a reset is read first, as
+		 * the kernel hands out its queue before the error */
+		if (zp_peer_reset(z)) {
+			if (got || z->reset_told)
+				return (ssize_t)got;
+			z->reset_told = true;
+			errno = ECONNRESET;
+			return -1;
+		}
+		if (!zp_rx_left(z, &left) && (zp_peer_closed(z) || atomic_load(&z->peer_eof))) {
+			if (zp_rx_avail(z) > 0)
+				continue; /* written before the end */
+			return (ssize_t)got;
+		}
+		if ((got && !all) || z->rd_shut) /* shut for reading: what came, then 0 */
+			return (ssize_t)got;
+		int r = deadline ? zp_wait_one(z, POLLIN, deadline) : -EAGAIN;
+		if (r) {
+			errno = r == -ETIMEDOUT ? EAGAIN : -r;
+			return got ? (ssize_t)got : -1;
+		}
+	}
+}
+
+int zp_fionread(struct zsock *z)
+{
+	if (z->xh)
+		return zx_fionread(z);
+	uint64_t left;
+	int k = 0;
+	if (zp_rx_left(z, &left)) {
+		if (zp_real.ioctl(z->fd, FIONREAD, &k) || k < 0)
+			k = 0;
+		if ((uint64_t)k > left)
+			k = (int)left;
+		if (left != UINT64_MAX || k)
+			return k;
+	}
+	int64_t a = zp_rx_avail(z);
+	return a > 0 ? (int)(a > INT32_MAX ? INT32_MAX : a) : 0;
+}
+
+bool zp_rx_on_kernel(struct zsock *z)
+{
+	if (z->xh)
+		return false;
+	uint64_t left;
+	return zp_rx_left(z, &left);
+}
+
+void zp_drain(struct zsock *z)
+{
+	if (z->xh)
+		return; /* the channel drains its own fd when armed */
+	uint64_t left;
+	if (zp_rx_left(z, &left))
+		return; /* what is there is data */
+	if (atomic_load(&z->users) > 0)
+		return; /* others of ours sleep on it: the wake-up may be theirs */
+	char buf[256];
+	for (int i = 0; i < 64; i++) {
+		ssize_t r = zp_real.recv(z->fd, buf, sizeof(buf), MSG_DONTWAIT);
+		if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+			atomic_store(&z->peer_eof, true);
+			return;
+		}
+		if (r < (ssize_t)sizeof(buf))
+			return;
+	}
+}

@@ -1,0 +1,210 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Sending on a switched socket (sock.c has the design): the kernel stream
+ * until our switch, counted; then the ring, with a wake-up byte to a peer
+ * that sleeps; the kernel's rules for a peer that is gone or reset.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "preload.h"
+
+static void zp_wake(struct zsock *z)
+{
+	static const char b = 0;
+	/* Until our sends moved to the ring, our kernel stream carries data
+	 * and a byte on it would be one: no wake-up then (the peer wakes for
+	 * our data; one waiting for room in its ring is woken by our switch,
+	 * which our next call makes: its own switch told us to). */
+	if (!atomic_load_explicit(&z->tx_ring, memory_order_acquire))
+		return;
+	zp_real.send(z->fd, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+	/* EAGAIN: wake-ups the peer has not read yet; it will look anyway */
+}
+
+/* The peer may sleep on its socket: after our store, wake it if so, once
+ * until it arms again. */
+void zp_notify(struct zsock *z, _Atomic uint32_t *sleeping, _Atomic uint32_t *kick)
+{
+	atomic_thread_fence(memory_order_seq_cst);
+	if (atomic_load_explicit(sleeping, memory_order_relaxed) &&
+	    !atomic_exchange_explicit(kick, 1, memory_order_relaxed))
+		zp_wake(z);
+}
+
+/* Our sends move to the ring (under z->lock). */
+void zp_switch_tx(struct zsock *z)
+{
+	atomic_store_explicit(&z->tx->kbytes, atomic_load(&z->tx_k), memory_order_relaxed);
+	atomic_store_explicit(&z->tx->state, 1, memory_order_release);
+	atomic_store_explicit(&z->tx_ring, true, memory_order_release);
+	NOTIFY_RX(z);
+	NOTIFY_TX(z); /* a wake-up we could not send before (wake) */
+}
+
+ssize_t zp_epipe(int flags)
+{
+	if (!(flags & MSG_NOSIGNAL))
+		pthread_kill(pthread_self(), SIGPIPE);
+	errno = EPIPE;
+	return -1;
+}
+
+/*
+ * A send to a peer that reset the connection (reset) or is gone, as the
+ * kernel answers it: on TCP a zero-length send and the first send after
+ * the peer's close succeed (the peer's kernel then resets us: EPIPE is
+ * pending, for the next send or SO_ERROR), the peer's reset is reported
+ * once (the one error that recv and SO_ERROR report too), and EPIPE with
+ * SIGPIPE after; on a Unix socket every send fails with EPIPE (the reset
+ * stays for recv).
+ */
+static ssize_t zp_send_refused(struct zsock *z, size_t total, int flags, bool reset)
+{
+	if (reset && !z->is_unix && !z->reset_told) {
+		z->reset_told = true;
+		errno = ECONNRESET;
+		return -1;
+	}
+	if (z->is_unix || reset || z->gone_sent) {
+		if (z->so_err == EPIPE)
+			z->so_err = 0;
+		return zp_epipe(flags);
+	}
+	if (total) { /* the bytes are lost, as in the peer's kernel */
+		z->gone_sent = true;
+		z->so_err = EPIPE;
+	}
+	return (ssize_t)total;
+}
+
+ssize_t zp_send(struct zsock *z, const struct iovec *iov, int n, int flags)
+{
+	if (z->xh)
+		return zx_send(z, iov, n, flags);
+	size_t total = 0, sent = 0;
+	for (int i = 0; i < n; i++)
+		total += iov[i].iov_len;
+	if (z->wr_shut)
+		return zp_epipe(flags);
+	int64_t deadline = zp_deadline_of(z, flags, false);
+	for (;;) {
+		zp_poll_join(z);
+		bool ring = atomic_load_explicit(&z->tx_ring, memory_order_acquire);
+		if (ring || atomic_load(&z->lied)) { /* (on the kernel stream: its rules) */
+			if (zp_peer_reset(z))
+				return sent ? (ssize_t)sent : zp_send_refused(z, total, flags, true);
+			if (ring && zp_peer_gone(z)) {
+				ZL_LOG(ZL_LOG_DEBUG, "preload: fd %d: the peer is gone (%s)", z->fd,
+				       atomic_load(&z->sh->gone[1 - z->side]) ? "closed" : "kernel EOF");
+				return sent ? (ssize_t)sent : zp_send_refused(z, total, flags, false);
+			}
+		}
+		if (!ring) {
+			/* before our switch: the kernel stream, counted exactly */
+			pthread_mutex_lock(&z->lock);
+			if (atomic_load_explicit(&z->tx_ring, memory_order_relaxed)) {
+				pthread_mutex_unlock(&z->lock);
+				continue;
+			}
+			struct iovec tmp[64];
+			int k = zp_iov_sub(iov, n > 64 ? 64 : n, sent, total - sent, tmp);
+			struct msghdr m = { .msg_iov = tmp, .msg_iovlen = (size_t)k };
+			ssize_t r = zp_real.sendmsg(z->fd, &m, flags | MSG_DONTWAIT);
+			if (r > 0)
+				z->tx_k += (uint64_t)r;
+			pthread_mutex_unlock(&z->lock);
+			if (r > 0)
+				sent += (size_t)r;
+			else if (errno != EAGAIN && errno != EWOULDBLOCK)
+				return sent ? (ssize_t)sent : -1;
+		} else {
+			if (!(++z->sends & 63)) { /* notice a peer that died, now and then */
+				int64_t now = zl_now_us();
+				if (now >= z->next_look) {
+					z->next_look = now + 10000;
+					zp_drain(z);
+				}
+			}
+			int64_t room = zp_tx_free(z);
+			if (room < 0) /* a lie */
+				return sent ? (ssize_t)sent : zp_send_refused(z, total, flags, true);
+			if ((size_t)room < total - sent)
+				atomic_store_explicit(&z->tx_full, true, memory_order_relaxed);
+			if (room > 0 && sent < total) {
+				size_t c = (size_t)room < total - sent ? (size_t)room : total - sent;
+				uint64_t t = atomic_load_explicit(&z->tx->tail, memory_order_relaxed);
+				zp_ring_copy(z->txr, z->size, t, iov, n, sent, c, true);
+				atomic_store_explicit(&z->tx->tail, t + c, memory_order_release);
+				NOTIFY_RX(z);
+				sent += c;
+			}
+		}
+		if (sent == total || (sent && !deadline))
+			return (ssize_t)sent;
+		int r = deadline ? zp_wait_one(z, POLLOUT, deadline) : -EAGAIN;
+		if (r == -EPIPE) {
+			ZL_LOG(ZL_LOG_DEBUG, "preload: fd %d: the peer died with our ring full", z->fd);
+			return sent ? (ssize_t)sent : zp_epipe(flags);
+		}
+		if (r) {
+			errno = r == -ETIMEDOUT ? EAGAIN : -r;
+			return sent ? (ssize_t)sent : -1;
+		}
+	}
+}
+
+/* Once our sends use the ring, the kernel socket stays open both ways: it
+ * carries the wake-ups, also those the peer needs after our SHUT_WR. */
+int zp_shutdown(struct zsock *z, int how)
+{
+	if (z->xh)
+		return zx_shutdown(z, how);
+	if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR) {
+		errno = EINVAL;
+		return -1;
+	}
+	zp_poll_join(z);
+	pthread_mutex_lock(&z->lock);
+	bool ring = atomic_load(&z->tx_ring);
+	if (how != SHUT_RD) {
+		z->wr_shut = true;
+		atomic_store_explicit(&z->tx->closed, 1, memory_order_release);
+		NOTIFY_RX(z);
+	}
+	if (how != SHUT_WR)
+		z->rd_shut = true;
+	pthread_mutex_unlock(&z->lock);
+	if (how == SHUT_RD || ring)
+		return zp_real.fcntl(z->fd, F_GETFD) < 0 ? -1 : 0; /* EBADF as the kernel */
+	return zp_real.shutdown(z->fd, SHUT_WR);
+}
+
+size_t zp_tx_room(struct zsock *z)
+{
+	if (z->xh)
+		return zx_tx_room(z);
+	zp_poll_join(z);
+	if (!atomic_load_explicit(&z->tx_ring, memory_order_acquire))
+		return SIZE_MAX;
+	int64_t r = zp_tx_free(z);
+	return r > 0 ? (size_t)r : 0;
+}
+
+bool zp_probe(struct zsock *z)
+{
+	static const char b = 0;
+	int err = 0;
+	socklen_t l = sizeof(err);
+	if (zp_real.send(z->fd, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 &&
+	    (errno == EPIPE || errno == ECONNRESET))
+		return true;
+	return !zp_real.getsockopt(z->fd, SOL_SOCKET, SO_ERROR, &err, &l) &&
+	       (err == EPIPE || err == ECONNRESET);
+}
