@@ -341,12 +341,9 @@ EXPORT ssize_t recvmsg(int fd, struct msghdr *m, int flags)
 		errno = EMSGSIZE;
 		return -1;
 	}
-	ssize_t r = zp_recv(z, m->msg_iov, (int)m->msg_iovlen, flags);
-	if (r >= 0) {
+	ssize_t r = zp_recvmsg(z, m->msg_iov, (int)m->msg_iovlen, m, flags);
+	if (r >= 0)
 		from(fd, m->msg_name, &m->msg_namelen);
-		m->msg_controllen = 0;
-		m->msg_flags = 0;
-	}
 	return r;
 }
 
@@ -387,16 +384,14 @@ EXPORT ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
 	}
 	if (!z)
 		return zp_real.sendmsg(fd, m, flags);
-	if (m->msg_controllen) { /* fds and credentials do not travel in a ring */
-		ZL_LOG(ZL_LOG_WARN, "preload: sendmsg with ancillary data on switched fd %d", fd);
-		errno = EOPNOTSUPP;
-		return -1;
-	}
 	if (m->msg_iovlen > IOV_MAX) {
 		errno = EMSGSIZE;
 		return -1;
 	}
-	return zp_send(z, m->msg_iov, (int)m->msg_iovlen, flags);
+	/* fds and credentials do not travel in a ring: with them the
+	 * connection goes back to the kernel stream (tx.c) */
+	return zp_sendmsg(z, m->msg_iov, (int)m->msg_iovlen, m->msg_controllen ? m->msg_control : NULL,
+			  m->msg_control ? m->msg_controllen : 0, flags);
 }
 
 /* sendfile and splice with a switched socket at one end: splice.c */
@@ -465,6 +460,17 @@ EXPORT int ioctl(int fd, unsigned long req, ...)
 			return -1;
 		}
 		*(int *)arg = zp_fionread(z);
+		return 0;
+	}
+	/* the urgent mark is on the kernel stream, behind whatever the ring
+	 * still holds */
+	uint64_t left;
+	if (z && !z->xh && req == SIOCATMARK && !(zp_rx_left(z, &left) && left == UINT64_MAX)) {
+		if (!arg) {
+			errno = EFAULT;
+			return -1;
+		}
+		*(int *)arg = 0;
 		return 0;
 	}
 	int r = zp_real.ioctl(fd, req, arg);

@@ -69,6 +69,59 @@ uint64_t zp_rx_switch(struct zsock *z)
 	return kb;
 }
 
+/* The peer's way back to the kernel stream, read once: false before it.
+ * Its ring ends at back_tail (it writes no more there: a tail past it, or
+ * a kresume before its kbytes, is a lie); its kernel stream carries, after
+ * its kbytes, its wake-ups up to kresume, then data again. Ours follow. */
+bool zp_rx_back(struct zsock *z)
+{
+	if (atomic_load_explicit(&z->rx_kr, memory_order_acquire) != ZP_UNLATCHED)
+		return true;
+	uint64_t kb = zp_rx_switch(z);
+	if (kb == ZP_UNLATCHED ||
+	    atomic_load_explicit(&z->rx->state, memory_order_acquire) != ZP_BACK)
+		return false;
+	uint64_t bt = atomic_load_explicit(&z->rx->back_tail, memory_order_relaxed);
+	uint64_t kr = atomic_load_explicit(&z->rx->kresume, memory_order_relaxed);
+	uint64_t h = atomic_load_explicit(&z->rx->head, memory_order_acquire);
+	if (kr < kb || kr == ZP_UNLATCHED || bt - h > z->size) {
+		zp_lie(z, "its way back");
+		return false;
+	}
+	uint64_t none = ZP_UNLATCHED;
+	atomic_compare_exchange_strong(&z->rx_bt, &none, bt);
+	none = ZP_UNLATCHED;
+	atomic_compare_exchange_strong(&z->rx_kr, &none, kr);
+	atomic_store(&z->peer_back, true);
+	return true;
+}
+
+/* Its wake-ups on the kernel stream before its data resumes, still to come */
+uint64_t zp_wakes_due(struct zsock *z)
+{
+	uint64_t kb = atomic_load(&z->rx_kb), kr = atomic_load(&z->rx_kr);
+	uint64_t w = atomic_load(&z->rx_w);
+	return kr - kb > w ? kr - kb - w : 0;
+}
+
+/* Consume the peer's wake-ups up to its kresume (without waiting: they
+ * were sent before its state said 2, so they are here or on their way). */
+void zp_skip_wakes(struct zsock *z)
+{
+	char b[256];
+	for (uint64_t due; (due = zp_wakes_due(z));) {
+		ssize_t r = zp_real.recv(z->fd, b, due < sizeof(b) ? due : sizeof(b), MSG_DONTWAIT);
+		if (r <= 0)
+			return;
+		atomic_fetch_add(&z->rx_w, (uint64_t)r);
+	}
+}
+
+/*
+ * Where the input is: on the kernel stream (true; *left bytes of it, the
+ * peer's kbytes not yet read, or UINT64_MAX before its switch and after
+ * its way back), or in the ring (false).
+ */
 bool zp_rx_left(struct zsock *z, uint64_t *left)
 {
 	uint64_t kb = zp_rx_switch(z);
@@ -76,8 +129,19 @@ bool zp_rx_left(struct zsock *z, uint64_t *left)
 		*left = UINT64_MAX;
 		return true;
 	}
-	*left = kb > z->rx_k ? kb - z->rx_k : 0;
-	return *left > 0;
+	uint64_t k = atomic_load_explicit(&z->rx_k, memory_order_relaxed);
+	*left = kb > k ? kb - k : 0;
+	if (*left > 0)
+		return true;
+	if (!zp_rx_back(z) ||
+	    atomic_load_explicit(&z->rx->head, memory_order_relaxed) != atomic_load(&z->rx_bt))
+		return false;
+	zp_skip_wakes(z);
+	if (zp_wakes_due(z))
+		return false; /* (nothing in the ring either: look again later) */
+	*left = UINT64_MAX;
+	zp_back_done(z);
+	return true;
 }
 
 /* The peer's end of stream (closed), read once with the tail it ended at. */
@@ -118,6 +182,11 @@ int64_t zp_rx_avail(struct zsock *z)
 	if (atomic_load_explicit(&z->closed_seen, memory_order_acquire) &&
 	    t != atomic_load_explicit(&z->closed_tail, memory_order_relaxed)) {
 		zp_lie(z, "bytes after its end of stream");
+		return -1;
+	}
+	uint64_t bt = atomic_load_explicit(&z->rx_bt, memory_order_acquire);
+	if (bt != ZP_UNLATCHED && t != bt) {
+		zp_lie(z, "bytes in its ring after its way back");
 		return -1;
 	}
 	return (int64_t)(t - h);

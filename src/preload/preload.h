@@ -59,7 +59,8 @@ extern bool zp_allow_other_uid;
 /* ---- shared memory: one memfd per connection, made by the client ------- */
 
 #define ZP_MAGIC 0x5a4c5052u /* "ZLPR" */
-#define ZP_VERSION 2
+#define ZP_VERSION 3
+#define ZP_BACK 2 /* a direction's state: back on the kernel stream (tx.c) */
 #define ZP_HDR 4096
 
 /* One direction. The sender owns tail, state, kbytes, closed and
@@ -70,11 +71,16 @@ extern bool zp_allow_other_uid;
 struct zp_dir {
 	_Atomic uint64_t tail;        /* bytes ever written into the ring */
 	_Atomic uint64_t kbytes;      /* bytes sent on the kernel stream first */
-	_Atomic uint32_t state;       /* 0: kernel stream; 1: the ring, after kbytes */
+	_Atomic uint32_t state;       /* 0: kernel stream; 1: the ring, after kbytes;
+				       * 2: the kernel stream again (ZP_BACK) */
 	_Atomic uint32_t closed;      /* the sender sends no more (EOF after the data) */
 	_Atomic uint32_t tx_sleeping; /* senders waiting for room */
 	_Atomic uint32_t tx_kick;
-	char pad0[64 - 32];
+	_Atomic uint64_t back_tail;   /* state 2: the ring ends here */
+	_Atomic uint64_t kresume;     /* state 2: kernel bytes (data, then wake-ups)
+				       * before the kernel stream's data resumes */
+	_Atomic uint64_t wakes;       /* wake-up bytes sent on the kernel stream */
+	char pad0[64 - 56];
 	_Atomic uint64_t head;        /* bytes ever consumed */
 	_Atomic uint32_t rx_sleeping; /* receivers asleep on their socket */
 	_Atomic uint32_t rx_kick;
@@ -129,6 +135,16 @@ struct zsock {
 	_Atomic bool lied;        /* the peer lied: reset_seen, kernel shut */
 	_Atomic bool tx_full;     /* a send found the ring full (TCP wakes an
 				   * edge-triggered writer only after that) */
+	/* back on the kernel stream (tx.c: for fd passing, urgent data) */
+	bool tx_back;             /* our sends went back */
+	_Atomic bool back_done;   /* and the peer's: a kernel socket again */
+	_Atomic bool peer_back;   /* the peer's did: ours follow */
+	_Atomic uint64_t rx_bt, rx_kr; /* its back_tail and kresume, read once
+				   * (ZP_UNLATCHED before) */
+	_Atomic uint64_t rx_w;    /* wake-up bytes of its kernel stream consumed */
+	_Atomic int wake_inflight; /* our wake-ups being sent (tx.c) */
+	pthread_mutex_t tx_lock;  /* ring writes against each other and the way
+				   * back, when the process has threads */
 	int app_nodelay;          /* TCP_NODELAY as the program set it (the kernel
 	                           * socket has it on: a wake-up must not wait for
 	                           * Nagle and a delayed ACK, 40 ms) */
@@ -195,6 +211,12 @@ void zp_notify(struct zsock *z, _Atomic uint32_t *sleeping, _Atomic uint32_t *ki
 #define NOTIFY_RX(z) zp_notify((z), &(z)->tx->rx_sleeping, &(z)->tx->rx_kick)
 #define NOTIFY_TX(z) zp_notify((z), &(z)->rx->tx_sleeping, &(z)->rx->tx_kick)
 void zp_switch_tx(struct zsock *z); /* our sends move to the ring (under z->lock) */
+/* our sends go back to the kernel stream, losslessly (under z->lock) */
+void zp_switch_back(struct zsock *z);
+bool zp_rx_back(struct zsock *z); /* the peer's sends went back (read once) */
+void zp_skip_wakes(struct zsock *z); /* its wake-ups before its data resumes */
+uint64_t zp_wakes_due(struct zsock *z); /* ... of them still to consume */
+void zp_back_done(struct zsock *z); /* both ways back and drained: a kernel socket */
 void zp_ring_copy(uint8_t *ring, uint32_t size, uint64_t pos, const struct iovec *iov, int n,
 		  size_t off, size_t len, bool to_ring);
 int zp_iov_sub(const struct iovec *iov, int n, size_t off, size_t max, struct iovec *tmp);
@@ -202,7 +224,14 @@ int64_t zp_deadline_of(struct zsock *z, int flags, bool rx);
 
 /* the data path (sock.c): results as the libc calls, errno set */
 ssize_t zp_recv(struct zsock *z, const struct iovec *iov, int n, int flags);
+/* with the caller's control buffer m (msg_control, msg_controllen in and
+ * out, msg_flags out): ancillary data comes with kernel stream bytes only */
+ssize_t zp_recvmsg(struct zsock *z, const struct iovec *iov, int n, struct msghdr *m, int flags);
 ssize_t zp_send(struct zsock *z, const struct iovec *iov, int n, int flags);
+/* with ancillary data (ctl, ctllen: fds, credentials) or MSG_OOB, which
+ * send our direction back to the kernel stream (zp_switch_back) */
+ssize_t zp_sendmsg(struct zsock *z, const struct iovec *iov, int n, const void *ctl, size_t ctllen,
+		   int flags);
 ssize_t zp_epipe(int flags); /* EPIPE, and SIGPIPE unless MSG_NOSIGNAL */
 int zp_shutdown(struct zsock *z, int how);
 int zp_fionread(struct zsock *z);

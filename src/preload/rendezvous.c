@@ -399,6 +399,9 @@ struct zsock *zp_map(int mem, uint32_t ring, int side)
 	z->mem = -1;
 	atomic_init(&z->rx_kb, ZP_UNLATCHED);
 	atomic_init(&z->closed_tail, ZP_UNLATCHED);
+	atomic_init(&z->rx_bt, ZP_UNLATCHED);
+	atomic_init(&z->rx_kr, ZP_UNLATCHED);
+	pthread_mutex_init(&z->tx_lock, NULL);
 	z->trusted = side == 1; /* the server proved its client before mapping */
 	z->ring[0] = (uint8_t *)z->sh + ZP_HDR;
 	z->ring[1] = z->ring[0] + ring;
@@ -419,6 +422,7 @@ static void zsock_discard(struct zsock *z)
 	if (z->hello_fd >= 0)
 		zp_real.close(z->hello_fd);
 	pthread_mutex_destroy(&z->lock);
+	pthread_mutex_destroy(&z->tx_lock);
 	free(z);
 }
 

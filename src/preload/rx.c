@@ -71,14 +71,44 @@ int64_t zp_deadline_of(struct zsock *z, int flags, bool rx)
 	return t > 0 ? zl_now_us() + t : ZL_NEVER;
 }
 
-/* From the kernel stream, up to max bytes: >0, 0 (its end), -1 (errno). */
-static ssize_t zp_rx_kernel(struct zsock *z, const struct iovec *iov, int n, size_t off,
-			 uint64_t max, int flags)
+/* One read of the kernel stream into iov from byte off, at most max
+ * bytes, with the caller's control buffer (cm, or NULL) */
+static ssize_t kernel_read(struct zsock *z, const struct iovec *iov, int n, size_t off,
+			   uint64_t max, int flags, struct msghdr *cm)
 {
 	struct iovec tmp[64];
 	int k = zp_iov_sub(iov, n > 64 ? 64 : n, off, max > SIZE_MAX ? SIZE_MAX : (size_t)max, tmp);
 	struct msghdr m = { .msg_iov = tmp, .msg_iovlen = (size_t)k };
-	ssize_t r = zp_real.recvmsg(z->fd, &m, (flags & MSG_PEEK) | MSG_DONTWAIT);
+	if (cm) {
+		m.msg_control = cm->msg_control;
+		m.msg_controllen = cm->msg_controllen;
+	}
+	ssize_t r = zp_real.recvmsg(z->fd, &m, flags | MSG_DONTWAIT);
+	if (cm && r >= 0) {
+		cm->msg_controllen = m.msg_controllen;
+		cm->msg_flags = m.msg_flags;
+	}
+	return r;
+}
+
+/*
+ * From the kernel stream, up to max bytes (the peer's data only): >0, 0
+ * (its end), -1 (errno; EAGAIN: nothing of its data now). Before the
+ * peer's switch is known it may switch (and come back) any time, so its
+ * bytes are peeked first and only those before its kbytes are taken, with
+ * the caller's control data: a wake-up is never read as data, and data
+ * after its way back is never drained as a wake-up.
+ */
+static ssize_t zp_rx_kernel(struct zsock *z, const struct iovec *iov, int n, size_t off,
+			    uint64_t max, int flags, struct msghdr *cm)
+{
+	if (zp_rx_switch(z) != ZP_UNLATCHED) { /* max is within its data */
+		ssize_t r = kernel_read(z, iov, n, off, max, flags & MSG_PEEK, cm);
+		if (r > 0 && !(flags & MSG_PEEK))
+			atomic_fetch_add(&z->rx_k, (uint64_t)r);
+		return r;
+	}
+	ssize_t r = kernel_read(z, iov, n, off, max, MSG_PEEK, NULL);
 	if (r <= 0)
 		return r;
 	uint64_t left;
@@ -86,15 +116,40 @@ static ssize_t zp_rx_kernel(struct zsock *z, const struct iovec *iov, int n, siz
 		left = 0;
 	if ((uint64_t)r > left) /* past kbytes: wake-ups, not data */
 		r = (ssize_t)left;
-	if (!(flags & MSG_PEEK))
-		z->rx_k += (uint64_t)r;
+	if (!r) {
+		errno = EAGAIN;
+		return -1;
+	}
+	if (flags & MSG_PEEK)
+		return r;
+	r = kernel_read(z, iov, n, off, (uint64_t)r, 0, cm);
+	if (r > 0)
+		atomic_fetch_add(&z->rx_k, (uint64_t)r);
 	return r;
 }
 
 ssize_t zp_recv(struct zsock *z, const struct iovec *iov, int n, int flags)
 {
+	return zp_recvmsg(z, iov, n, NULL, flags);
+}
+
+ssize_t zp_recvmsg(struct zsock *z, const struct iovec *iov, int n, struct msghdr *cm, int flags)
+{
 	if (z->xh)
 		return zx_recv(z, iov, n, flags);
+	if (cm) {
+		cm->msg_flags = 0;
+		if (!cm->msg_control)
+			cm->msg_controllen = 0;
+	}
+	size_t cap = cm ? cm->msg_controllen : 0;
+	if (flags & MSG_OOB) { /* urgent data travels only on the kernel stream */
+		if (cm)
+			cm->msg_controllen = cap;
+		return kernel_read(z, iov, n, 0, SIZE_MAX, flags & ~MSG_DONTWAIT, cm);
+	}
+	if (cm)
+		cm->msg_controllen = 0;
 	size_t total = 0, got = 0;
 	for (int i = 0; i < n; i++)
 		total += iov[i].iov_len;
@@ -106,11 +161,13 @@ ssize_t zp_recv(struct zsock *z, const struct iovec *iov, int n, int flags)
 		zp_poll_join(z);
 		uint64_t left;
 		if (zp_rx_left(z, &left)) {
+			if (cm)
+				cm->msg_controllen = got ? 0 : cap; /* with the first bytes only */
 			ssize_t r = zp_rx_kernel(z, iov, n, got, left < total - got ? left : total - got,
-					      flags);
+						 flags, cm && !got ? cm : NULL);
 			if (r > 0) {
 				got += (size_t)r;
-				if (!all || got == total)
+				if (!all || got == total || (cm && cm->msg_controllen))
 					return (ssize_t)got;
 				continue;
 			}
@@ -118,9 +175,10 @@ ssize_t zp_recv(struct zsock *z, const struct iovec *iov, int n, int flags)
 				return got ? (ssize_t)got : -1;
 			if (r == 0) {
 				uint64_t kb = zp_rx_switch(z);
-				if (kb == ZP_UNLATCHED)
-					return (ssize_t)got; /* the end, before any switch */
-				if (z->rx_k < kb)
+				if (kb == ZP_UNLATCHED || zp_rx_back(z))
+					return (ssize_t)got; /* the end, before its switch or
+							      * after its way back */
+				if (atomic_load(&z->rx_k) < kb)
 					zp_lie(z, "its kernel stream ended before its kbytes");
 				atomic_store(&z->peer_eof, true);
 			}
@@ -150,7 +208,8 @@ ssize_t zp_recv(struct zsock *z, const struct iovec *iov, int n, int flags)
 			errno = ECONNRESET;
 			return -1;
 		}
-		if (!zp_rx_left(z, &left) && (zp_peer_closed(z) || atomic_load(&z->peer_eof))) {
+		if (!zp_rx_left(z, &left) && !zp_rx_back(z) &&
+		    (zp_peer_closed(z) || atomic_load(&z->peer_eof))) {
 			if (zp_rx_avail(z) > 0)
 				continue; /* written before the end */
 			return (ssize_t)got;
@@ -200,14 +259,26 @@ void zp_drain(struct zsock *z)
 		return; /* what is there is data */
 	if (atomic_load(&z->users) > 0)
 		return; /* others of ours sleep on it: the wake-up may be theirs */
+	/* peeked first: after the peer's way back (which it may take any
+	 * time) only its wake-ups up to kresume are ours to drop */
 	char buf[256];
 	for (int i = 0; i < 64; i++) {
-		ssize_t r = zp_real.recv(z->fd, buf, sizeof(buf), MSG_DONTWAIT);
+		ssize_t r = zp_real.recv(z->fd, buf, sizeof(buf), MSG_DONTWAIT | MSG_PEEK);
 		if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
 			atomic_store(&z->peer_eof, true);
 			return;
 		}
-		if (r < (ssize_t)sizeof(buf))
+		if (r < 0)
+			return;
+		size_t take = (size_t)r;
+		if (zp_rx_back(z)) {
+			uint64_t due = zp_wakes_due(z);
+			take = due < take ? (size_t)due : take;
+		}
+		ssize_t d = take ? zp_real.recv(z->fd, buf, take, MSG_DONTWAIT) : 0;
+		if (d > 0)
+			atomic_fetch_add(&z->rx_w, (uint64_t)d);
+		if (d < (ssize_t)sizeof(buf))
 			return;
 	}
 }

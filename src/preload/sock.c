@@ -204,6 +204,7 @@ static void zsock_free(struct zsock *z)
 	if (z->fam)
 		munmap(z->fam, sizeof(*z->fam));
 	pthread_mutex_destroy(&z->lock);
+	pthread_mutex_destroy(&z->tx_lock);
 	free(z);
 }
 
@@ -237,7 +238,8 @@ void zp_forget(int fd)
 			atomic_store_explicit(&z->sh->reset[z->side], 1, memory_order_relaxed);
 		else
 			zp_drain(z); /* unread wake-ups would make the kernel reset */
-		atomic_store_explicit(&z->tx->closed, 1, memory_order_release);
+		if (!z->tx_back) /* (after our way back the kernel's FIN says it) */
+			atomic_store_explicit(&z->tx->closed, 1, memory_order_release);
 		atomic_store_explicit(&z->sh->gone[z->side], 1, memory_order_release);
 		NOTIFY_RX(z);
 		NOTIFY_TX(z);
@@ -289,8 +291,10 @@ void zp_atfork_child(void)
 	int hi = atomic_load(&table_hi);
 	for (int i = 0; table && i < hi; i++) {
 		struct zsock *z = atomic_load_explicit(&table[i], memory_order_relaxed);
-		if (z)
+		if (z) {
 			pthread_mutex_init(&z->lock, NULL);
+			pthread_mutex_init(&z->tx_lock, NULL);
+		}
 		if (z && z->fd == i)
 			zp_name_child(z, i); /* offered, not joined yet: we hold it too */
 		if (z && z->xh)
@@ -367,7 +371,15 @@ static void client_poll(struct zsock *z)
  * server, or, on the server, the client's word that it proved us. */
 void zp_poll_join(struct zsock *z)
 {
-	if (atomic_load_explicit(&z->tx_ring, memory_order_acquire) || !z->sh)
+	if (atomic_load_explicit(&z->tx_ring, memory_order_acquire)) {
+		if (atomic_load_explicit(&z->peer_back, memory_order_relaxed)) {
+			pthread_mutex_lock(&z->lock); /* the peer went back: we follow */
+			zp_switch_back(z);
+			pthread_mutex_unlock(&z->lock);
+		}
+		return;
+	}
+	if (!z->sh)
 		return;
 	if (z->side == 0) {
 		if (atomic_load_explicit(&z->pending, memory_order_acquire))
@@ -386,6 +398,22 @@ void zp_poll_join(struct zsock *z)
 		atomic_store_explicit(&z->joined_seen, true, memory_order_release);
 		ZL_LOG(ZL_LOG_DEBUG, "preload: accepted fd %d: the client proved us; our sends "
 		       "use the ring", z->fd);
+	}
+	pthread_mutex_unlock(&z->lock);
+}
+
+/* Both directions back on the kernel stream and the peer's ring and
+ * wake-ups consumed: the socket is a kernel socket again, here (and in
+ * each process of ours when it gets here). */
+void zp_back_done(struct zsock *z)
+{
+	if (!z->tx_back || atomic_load(&z->back_done))
+		return;
+	pthread_mutex_lock(&z->lock);
+	if (!atomic_load(&z->back_done) && z->refs > 0) {
+		atomic_store(&z->back_done, true);
+		ZL_LOG(ZL_LOG_DEBUG, "preload: fd %d: back on the kernel stream both ways", z->fd);
+		unswitch(z);
 	}
 	pthread_mutex_unlock(&z->lock);
 }
@@ -513,10 +541,11 @@ char *zp_exec_state(bool keep)
 			if (z->mem < 0 || zp_real.fcntl(z->mem, F_SETFD, 0))
 				continue;
 			undo[nundo++].mem = z->mem;
-			n = snprintf(e, sizeof(e), "%d:%d:%d:%u:%llu:%llu:%d:%d;", fd, z->mem, z->side,
-				     z->size, (unsigned long long)atomic_load(&z->rx_k),
+			n = snprintf(e, sizeof(e), "%d:%d:%d:%u:%llu:%llu:%d:%d:%llu:%d;", fd, z->mem,
+				     z->side, z->size, (unsigned long long)atomic_load(&z->rx_k),
 				     (unsigned long long)atomic_load(&z->tx_k), (int)atomic_load(&z->tx_ring),
-				     (int)z->wr_shut);
+				     (int)z->wr_shut, (unsigned long long)atomic_load(&z->rx_w),
+				     (int)z->tx_back);
 		}
 		if (!s && !(s = malloc(cap)))
 			return NULL;
@@ -558,11 +587,11 @@ void zp_exec_adopt(const char *st)
 			st = st ? st + 1 : NULL;
 			continue;
 		}
-		int fd, mem, side, tx_ring, wr_shut;
+		int fd, mem, side, tx_ring, wr_shut, tx_back;
 		unsigned ring;
-		unsigned long long rx_k, tx_k;
-		if (sscanf(st, "%d:%d:%d:%u:%llu:%llu:%d:%d;", &fd, &mem, &side, &ring, &rx_k, &tx_k,
-			   &tx_ring, &wr_shut) != 8)
+		unsigned long long rx_k, tx_k, rx_w;
+		if (sscanf(st, "%d:%d:%d:%u:%llu:%llu:%d:%d:%llu:%d;", &fd, &mem, &side, &ring, &rx_k,
+			   &tx_k, &tx_ring, &wr_shut, &rx_w, &tx_back) != 10)
 			break;
 		st = strchr(st, ';');
 		st = st ? st + 1 : NULL;
@@ -580,6 +609,8 @@ void zp_exec_adopt(const char *st)
 		z->rx_k = rx_k;
 		z->tx_k = tx_k;
 		atomic_store(&z->trusted, true); /* a client passes only once proven */
+		atomic_store(&z->rx_w, rx_w);
+		z->tx_back = tx_back != 0;
 		atomic_store(&z->tx_ring, tx_ring != 0);
 		z->wr_shut = wr_shut != 0;
 		atomic_store(&z->nonblock, (zp_real.fcntl(fd, F_GETFL) & O_NONBLOCK) != 0);

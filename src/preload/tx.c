@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/single_threaded.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -18,14 +19,19 @@
 static void zp_wake(struct zsock *z)
 {
 	static const char b = 0;
-	/* Until our sends moved to the ring, our kernel stream carries data
-	 * and a byte on it would be one: no wake-up then (the peer wakes for
-	 * our data; one waiting for room in its ring is woken by our switch,
-	 * which our next call makes: its own switch told us to). */
+	/* Until our sends moved to the ring, and after they went back, our
+	 * kernel stream carries data and a byte on it would be one: no wake-up
+	 * then (the peer wakes for our data; one waiting for room in its ring
+	 * is woken by our switch, which our next call makes: its own switch
+	 * told us to). A wake-up in flight holds off our way back (Dekker with
+	 * zp_switch_back), which counts them. */
 	if (!atomic_load_explicit(&z->tx_ring, memory_order_acquire))
 		return;
-	zp_real.send(z->fd, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+	atomic_fetch_add(&z->wake_inflight, 1);
+	if (atomic_load(&z->tx_ring) && zp_real.send(z->fd, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL) == 1)
+		atomic_fetch_add_explicit(&z->tx->wakes, 1, memory_order_relaxed);
 	/* EAGAIN: wake-ups the peer has not read yet; it will look anyway */
+	atomic_fetch_sub(&z->wake_inflight, 1);
 }
 
 /* The peer may sleep on its socket: after our store, wake it if so, once
@@ -46,6 +52,33 @@ void zp_switch_tx(struct zsock *z)
 	atomic_store_explicit(&z->tx_ring, true, memory_order_release);
 	NOTIFY_RX(z);
 	NOTIFY_TX(z); /* a wake-up we could not send before (wake) */
+}
+
+/*
+ * Our sends go back to the kernel stream, for what a ring cannot carry
+ * (fds and credentials, urgent data), and the connection with them, since
+ * the peer's follow (under z->lock; tx_lock holds the ring's writers off).
+ * The ring ends at its tail now; our kernel stream carried kbytes of data,
+ * then the wake-ups we sent, then data again: kresume says where. Stored
+ * before state says 2 (release), so a peer that reads a byte we send after
+ * sees them. No wake-up goes after it (zp_wake).
+ */
+void zp_switch_back(struct zsock *z)
+{
+	if (!atomic_load(&z->tx_ring) || z->tx_back)
+		return;
+	pthread_mutex_lock(&z->tx_lock);
+	atomic_store(&z->tx_ring, false);
+	for (int i = 0; atomic_load(&z->wake_inflight) && i < 1000000; i++)
+		zl_cpu_relax(); /* one nonblocking send */
+	uint64_t kr = atomic_load(&z->tx->kbytes) + atomic_load(&z->tx->wakes);
+	atomic_store_explicit(&z->tx->back_tail, atomic_load(&z->tx->tail), memory_order_relaxed);
+	atomic_store_explicit(&z->tx->kresume, kr, memory_order_relaxed);
+	atomic_store_explicit(&z->tx->state, ZP_BACK, memory_order_release);
+	atomic_store(&z->tx_k, kr);
+	z->tx_back = true;
+	pthread_mutex_unlock(&z->tx_lock);
+	ZL_LOG(ZL_LOG_DEBUG, "preload: fd %d: our sends went back to the kernel stream", z->fd);
 }
 
 ssize_t zp_epipe(int flags)
@@ -86,13 +119,25 @@ static ssize_t zp_send_refused(struct zsock *z, size_t total, int flags, bool re
 
 ssize_t zp_send(struct zsock *z, const struct iovec *iov, int n, int flags)
 {
+	return zp_sendmsg(z, iov, n, NULL, 0, flags);
+}
+
+ssize_t zp_sendmsg(struct zsock *z, const struct iovec *iov, int n, const void *ctl, size_t ctllen,
+		   int flags)
+{
 	if (z->xh)
-		return zx_send(z, iov, n, flags);
+		return ctllen ? (errno = EOPNOTSUPP, -1) : zx_send(z, iov, n, flags);
 	size_t total = 0, sent = 0;
 	for (int i = 0; i < n; i++)
 		total += iov[i].iov_len;
 	if (z->wr_shut)
 		return zp_epipe(flags);
+	if ((flags & MSG_OOB) || ctllen) { /* what a ring cannot carry */
+		zp_poll_join(z);
+		pthread_mutex_lock(&z->lock);
+		zp_switch_back(z);
+		pthread_mutex_unlock(&z->lock);
+	}
 	int64_t deadline = zp_deadline_of(z, flags, false);
 	for (;;) {
 		zp_poll_join(z);
@@ -115,7 +160,9 @@ ssize_t zp_send(struct zsock *z, const struct iovec *iov, int n, int flags)
 			}
 			struct iovec tmp[64];
 			int k = zp_iov_sub(iov, n > 64 ? 64 : n, sent, total - sent, tmp);
-			struct msghdr m = { .msg_iov = tmp, .msg_iovlen = (size_t)k };
+			struct msghdr m = { .msg_iov = tmp, .msg_iovlen = (size_t)k,
+					    .msg_control = sent ? NULL : (void *)ctl,
+					    .msg_controllen = sent ? 0 : ctllen };
 			ssize_t r = zp_real.sendmsg(z->fd, &m, flags | MSG_DONTWAIT);
 			if (r > 0)
 				z->tx_k += (uint64_t)r;
@@ -125,6 +172,16 @@ ssize_t zp_send(struct zsock *z, const struct iovec *iov, int n, int flags)
 			else if (errno != EAGAIN && errno != EWOULDBLOCK)
 				return sent ? (ssize_t)sent : -1;
 		} else {
+			/* threads of ours write one at a time, and not past our way
+			 * back (one thread alone needs no lock) */
+			bool mt = !__libc_single_threaded;
+			if (mt)
+				pthread_mutex_lock(&z->tx_lock);
+			if (!atomic_load_explicit(&z->tx_ring, memory_order_acquire)) {
+				if (mt)
+					pthread_mutex_unlock(&z->tx_lock);
+				continue; /* gone back meanwhile */
+			}
 			if (!(++z->sends & 63)) { /* notice a peer that died, now and then */
 				int64_t now = zl_now_us();
 				if (now >= z->next_look) {
@@ -133,9 +190,7 @@ ssize_t zp_send(struct zsock *z, const struct iovec *iov, int n, int flags)
 				}
 			}
 			int64_t room = zp_tx_free(z);
-			if (room < 0) /* a lie */
-				return sent ? (ssize_t)sent : zp_send_refused(z, total, flags, true);
-			if ((size_t)room < total - sent)
+			if (room >= 0 && (size_t)room < total - sent)
 				atomic_store_explicit(&z->tx_full, true, memory_order_relaxed);
 			if (room > 0 && sent < total) {
 				size_t c = (size_t)room < total - sent ? (size_t)room : total - sent;
@@ -145,6 +200,10 @@ ssize_t zp_send(struct zsock *z, const struct iovec *iov, int n, int flags)
 				NOTIFY_RX(z);
 				sent += c;
 			}
+			if (mt)
+				pthread_mutex_unlock(&z->tx_lock);
+			if (room < 0) /* a lie */
+				return sent ? (ssize_t)sent : zp_send_refused(z, total, flags, true);
 		}
 		if (sent == total || (sent && !deadline))
 			return (ssize_t)sent;
@@ -175,7 +234,8 @@ int zp_shutdown(struct zsock *z, int how)
 	bool ring = atomic_load(&z->tx_ring);
 	if (how != SHUT_RD) {
 		z->wr_shut = true;
-		atomic_store_explicit(&z->tx->closed, 1, memory_order_release);
+		if (!z->tx_back) /* (after our way back the kernel's FIN says it) */
+			atomic_store_explicit(&z->tx->closed, 1, memory_order_release);
 		NOTIFY_RX(z);
 	}
 	if (how != SHUT_WR)

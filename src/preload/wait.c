@@ -35,7 +35,7 @@ static short kernel_events(struct zsock *z, short want)
 	short k = atomic_load(&z->peer_eof) ? 0 : POLLIN | POLLRDHUP;
 	if (!atomic_load_explicit(&z->tx_ring, memory_order_acquire))
 		k |= want & POLLOUT;
-	return k;
+	return (short)(k | (want & POLLPRI)); /* urgent data is the kernel's */
 }
 
 /* A switched socket's events after the kernel reported krev for it;
@@ -55,7 +55,7 @@ static short merged(struct zsock *z, short want, short krev, bool *kin)
 	*kin = rx_kernel && (krev & POLLIN);
 	if (!atomic_load_explicit(&z->tx_ring, memory_order_acquire))
 		r |= krev & POLLOUT;
-	r |= krev & (POLLERR | POLLHUP);
+	r |= krev & (POLLERR | POLLHUP | POLLPRI);
 	return (short)(r & (want | POLLERR | POLLHUP));
 }
 
@@ -108,7 +108,15 @@ static int scan_poll(struct pollset *s)
 	int ready = 0;
 	for (nfds_t i = 0; i < s->n; i++) {
 		s->fds[i].revents = 0;
-		if (s->z[i] && (s->fds[i].revents = zp_ready(s->z[i], s->fds[i].events)))
+		if (!s->z[i])
+			continue;
+		s->fds[i].revents = zp_ready(s->z[i], s->fds[i].events);
+		if (s->fds[i].events & POLLPRI) { /* urgent data: the kernel's to say */
+			struct pollfd p = { zp_kfd(s->z[i], s->fds[i].fd), POLLPRI, 0 };
+			if (zp_real.poll(&p, 1, 0) > 0)
+				s->fds[i].revents |= p.revents & POLLPRI;
+		}
+		if (s->fds[i].revents)
 			ready++;
 	}
 	return ready;
@@ -677,6 +685,12 @@ static bool one_ready(void *arg)
 
 int zp_wait_one(struct zsock *z, short events, int64_t deadline)
 {
+	if ((events & POLLOUT) && !z->xh && atomic_load(&z->tx_ring) && zp_rx_back(z)) {
+		pthread_mutex_lock(&z->lock); /* no wake-up comes from a peer gone back */
+		zp_switch_back(z);
+		pthread_mutex_unlock(&z->lock);
+		return 0;
+	}
 	struct one o = { z, events };
 	if (spin(deadline, one_ready, &o))
 		return 0;

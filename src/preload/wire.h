@@ -14,7 +14,7 @@
 
 #define ZP_HELLO_MAGIC 0x5a4c5048u  /* "ZLPH": client to server */
 #define ZP_ANSWER_MAGIC 0x5a4c5041u /* "ZLPA": server to client */
-#define ZP_WIRE_VERSION 2
+#define ZP_WIRE_VERSION 3
 #define ZP_RING_MIN 4096u
 #define ZP_RING_MAX (64u << 20)
 #define ZP_WIRE_MAXFDS 8 /* fds one received message may carry at most */

@@ -526,6 +526,7 @@ static struct zsock *zx_wrap(int fd, int side, int mem, struct zx_sh *sh)
 	pthread_mutex_init(&x->tx_lock, NULL);
 	pthread_mutex_init(&x->setup_lock, NULL);
 	pthread_mutex_init(&z->lock, NULL);
+	pthread_mutex_init(&z->tx_lock, NULL);
 	z->xh = x;
 	z->fd = fd;
 	z->hello_fd = -1;

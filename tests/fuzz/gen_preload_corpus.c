@@ -191,6 +191,26 @@ int main(int argc, char **argv)
 	op(OP_SEND);
 	u16(100);
 	seq(rd, "lie_head", 1);
+	/* the peer switches, wakes us twice, goes back to the kernel stream
+	 * (for fd passing or urgent data) and sends there again */
+	kern("ab", 2);
+	poke64(D(0, kbytes), 2);
+	poke32(D(0, state), 1);
+	ring(0, "xyz");
+	poke64(D(0, tail), 3);
+	kern("\0\0", 2);
+	poke64(D(0, back_tail), 3);
+	poke64(D(0, kresume), 4);
+	poke32(D(0, state), 2);
+	kern("DATA", 4);
+	recv_(10, 0);
+	recv_(10, 0);
+	op(OP_DRAIN);
+	recv_(10, 0);
+	recv_(10, 0);
+	op(OP_SEND);
+	u16(10);
+	seq(rd, "peer_back", 1);
 	/* the peer's reset, its wake-ups, our shutdown */
 	poke32(D(0, state), 1);
 	poke32(H(reset[0]), 1);

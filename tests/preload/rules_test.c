@@ -25,6 +25,8 @@
 #include <arpa/inet.h>
 #include <limits.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
+#include <sys/select.h>
 #include <sys/resource.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
@@ -408,6 +410,111 @@ static int case_sendfile_to_full_socket(struct ctx *x)
 	return rc;
 }
 
+/* ---- what a ring cannot carry: the connection goes back to the kernel ------- */
+
+/* Passes fd over the socket with one byte (SCM_RIGHTS). */
+static int send_fd(int sock, int fd, char byte)
+{
+	union {
+		char b[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr a;
+	} u;
+	memset(&u, 0, sizeof u);
+	struct iovec io = { &byte, 1 };
+	struct msghdr m = { .msg_iov = &io, .msg_iovlen = 1, .msg_control = u.b,
+			    .msg_controllen = sizeof u.b };
+	struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &fd, sizeof fd);
+	EXPECT_RET(sendmsg(sock, &m, 0), 1);
+	return 0;
+}
+
+/* One byte and the fd passed with it, or -1 (none). */
+static int recv_fd(int sock, char *byte, int *fd)
+{
+	union {
+		char b[CMSG_SPACE(4 * sizeof(int))];
+		struct cmsghdr a;
+	} u;
+	struct iovec io = { byte, 1 };
+	struct msghdr m = { .msg_iov = &io, .msg_iovlen = 1, .msg_control = u.b,
+			    .msg_controllen = sizeof u.b };
+	TRY(wait_for(sock, POLLIN, "a passed fd"));
+	EXPECT_RET(recvmsg(sock, &m, MSG_CMSG_CLOEXEC), 1);
+	struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+	*fd = -1;
+	if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
+		memcpy(fd, CMSG_DATA(c), sizeof *fd);
+	CHECK(!(m.msg_flags & MSG_CTRUNC), "recvmsg: MSG_CTRUNC");
+	return 0;
+}
+
+/* fds passed over a switched Unix socket arrive with their byte, between
+ * the bytes sent before and after, and the connection goes on both ways. */
+static int case_fd_pass(struct ctx *x)
+{
+	if (x->fam != AF_UNIX)
+		return skipf("fd passing is for Unix sockets");
+	for (int round = 0; round < 3; round++) {
+		int p[2], got = -1;
+		char b[8];
+		CHECK(!pipe2(p, O_CLOEXEC), "pipe2: %s", errname(errno));
+		EXPECT_RET(write(x->c, "abc", 3), 3);
+		TRY(send_fd(x->c, p[1], 'D'));
+		EXPECT_RET(write(x->c, "xyz", 3), 3);
+		TRY(expect_bytes(x->s, "abc", 3, "before the fd"));
+		TRY(recv_fd(x->s, b, &got));
+		CHECK(b[0] == 'D' && got >= 0, "the fd's byte 0x%02x, fd %d", (uint8_t)b[0], got);
+		TRY(expect_bytes(x->s, "xyz", 3, "after the fd"));
+		EXPECT_RET(write(got, "via", 3), 3); /* the passed fd is the pipe */
+		TRY(expect_bytes(p[0], "via", 3, "through the passed fd"));
+		close(got);
+		close(p[0]);
+		close(p[1]);
+		EXPECT_RET(write(x->s, "pong", 4), 4);
+		TRY(expect_bytes(x->c, "pong", 4, "the other way"));
+	}
+	return 0;
+}
+
+/* Urgent data (MSG_OOB): the peer sees POLLPRI and the exceptional
+ * condition, the mark between the bytes before and after, and the urgent
+ * byte out of band. */
+static int case_oob(struct ctx *x)
+{
+	if (x->fam == AF_UNIX)
+		return skipf("urgent data is TCP's here");
+	char b[16];
+	int at = -1;
+	EXPECT_RET(write(x->c, "ab", 2), 2);
+	EXPECT_RET(send(x->c, "!", 1, MSG_OOB), 1);
+	EXPECT_RET(write(x->c, "cd", 2), 2);
+	TRY(wait_for(x->s, POLLPRI, "urgent data"));
+	fd_set xs;
+	FD_ZERO(&xs);
+	FD_SET(x->s, &xs);
+	struct timeval tv = { 0, 0 };
+	EXPECT_RET(select(x->s + 1, NULL, NULL, &xs, &tv), 1);
+	CHECK(FD_ISSET(x->s, &xs), "select: no exceptional condition");
+	EXPECT_OK(ioctl(x->s, SIOCATMARK, &at));
+	CHECK(at == 0, "SIOCATMARK before the bytes before the mark: %d", at);
+	EXPECT_RET(recv(x->s, b, sizeof b, 0), 2);
+	CHECK(!memcmp(b, "ab", 2), "the bytes before the mark differ");
+	EXPECT_OK(ioctl(x->s, SIOCATMARK, &at));
+	CHECK(at == 1, "SIOCATMARK at the mark: %d", at);
+	EXPECT_RET(recv(x->s, b, 1, MSG_OOB), 1);
+	CHECK(b[0] == '!', "the urgent byte is 0x%02x", (uint8_t)b[0]);
+	TRY(expect_bytes(x->s, "cd", 2, "after the mark"));
+	EXPECT_RET(write(x->s, "pong", 4), 4); /* and the connection goes on */
+	TRY(expect_bytes(x->c, "pong", 4, "the other way"));
+	EXPECT_RET(write(x->c, "more", 4), 4);
+	TRY(expect_bytes(x->s, "more", 4, "again"));
+	return 0;
+}
+
 /* ---- main ------------------------------------------------------------------- */
 
 struct test {
@@ -424,6 +531,8 @@ static const struct test tests[] = {
 	{ "splice_socket_to_full_pipe", case_splice_socket_to_full_pipe },
 	{ "splice_pipe_to_full_socket", case_splice_pipe_to_full_socket },
 	{ "sendfile_to_full_socket", case_sendfile_to_full_socket },
+	{ "fd_pass", case_fd_pass },
+	{ "oob", case_oob },
 };
 
 static void on_alarm(int sig)
