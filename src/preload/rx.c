@@ -128,6 +128,44 @@ static ssize_t zp_rx_kernel(struct zsock *z, const struct iovec *iov, int n, siz
 	return r;
 }
 
+/* After bytes read from the kernel stream, a MSG_WAITALL read ends where
+ * the kernel's would: after bytes that came with control data (Unix) or
+ * at the urgent mark (TCP). */
+static bool kernel_stops(struct zsock *z, const struct msghdr *cm)
+{
+	int mark = 0;
+	if (cm && (cm->msg_controllen || (cm->msg_flags & MSG_CTRUNC)))
+		return true;
+	return !z->is_unix && !zp_real.ioctl(z->fd, SIOCATMARK, &mark) && mark;
+}
+
+/* The ring ends at h: the peer went back to the kernel stream there. */
+static bool ring_ends(struct zsock *z, uint64_t h)
+{
+	return zp_rx_back(z) && h == atomic_load(&z->rx_bt);
+}
+
+/*
+ * After the ring's last bytes, what the kernel stream has now, in the same
+ * call, as the kernel's one queue would give it (with its control data,
+ * which the ring never carries): the peer's wake-ups are skipped first;
+ * bytes read here leave the stream. The bytes read (0 if none now).
+ */
+static size_t kernel_after_ring(struct zsock *z, const struct iovec *iov, int n, size_t got,
+				size_t max, int flags, struct msghdr *cm, size_t cap)
+{
+	zp_skip_wakes(z);
+	int mark = 0; /* a read that took bytes stops at the urgent mark */
+	if (zp_wakes_due(z) || (!z->is_unix && !zp_real.ioctl(z->fd, SIOCATMARK, &mark) && mark))
+		return 0;
+	if (cm)
+		cm->msg_controllen = cap;
+	ssize_t r = kernel_read(z, iov, n, got, max, flags & MSG_PEEK, cm);
+	if (cm && r <= 0)
+		cm->msg_controllen = 0;
+	return r > 0 ? (size_t)r : 0;
+}
+
 ssize_t zp_recv(struct zsock *z, const struct iovec *iov, int n, int flags)
 {
 	return zp_recvmsg(z, iov, n, NULL, flags);
@@ -135,13 +173,13 @@ ssize_t zp_recv(struct zsock *z, const struct iovec *iov, int n, int flags)
 
 ssize_t zp_recvmsg(struct zsock *z, const struct iovec *iov, int n, struct msghdr *cm, int flags)
 {
-	if (z->xh)
-		return zx_recv(z, iov, n, flags);
 	if (cm) {
 		cm->msg_flags = 0;
-		if (!cm->msg_control)
+		if (!cm->msg_control || z->xh) /* the rdma channel carries no control data */
 			cm->msg_controllen = 0;
 	}
+	if (z->xh)
+		return zx_recv(z, iov, n, flags);
 	size_t cap = cm ? cm->msg_controllen : 0;
 	if (flags & MSG_OOB) { /* urgent data travels only on the kernel stream */
 		if (cm)
@@ -167,7 +205,7 @@ ssize_t zp_recvmsg(struct zsock *z, const struct iovec *iov, int n, struct msghd
 						 flags, cm && !got ? cm : NULL);
 			if (r > 0) {
 				got += (size_t)r;
-				if (!all || got == total || (cm && cm->msg_controllen))
+				if (!all || got == total || kernel_stops(z, cm))
 					return (ssize_t)got;
 				continue;
 			}
@@ -190,11 +228,16 @@ ssize_t zp_recvmsg(struct zsock *z, const struct iovec *iov, int n, struct msghd
 				uint64_t h = atomic_load_explicit(&z->rx->head, memory_order_relaxed);
 				zp_ring_copy(z->rxr, z->size, h, iov, n, got, c, false);
 				got += c;
-				if (flags & MSG_PEEK)
-					return (ssize_t)got;
-				atomic_store_explicit(&z->rx->head, h + c, memory_order_release);
-				NOTIFY_TX(z);
-				if (!all || got == total)
+				if (!(flags & MSG_PEEK)) {
+					atomic_store_explicit(&z->rx->head, h + c, memory_order_release);
+					NOTIFY_TX(z);
+				}
+				size_t k = 0;
+				if (got < total && ring_ends(z, h + c)) /* its kernel bytes follow */
+					k = kernel_after_ring(z, iov, n, got, total - got, flags, cm, cap);
+				got += k;
+				if ((flags & MSG_PEEK) || !all || got == total ||
+				    (ring_ends(z, h + c) && kernel_stops(z, k ? cm : NULL)))
 					return (ssize_t)got;
 				continue;
 			}
@@ -239,7 +282,15 @@ int zp_fionread(struct zsock *z)
 			return k;
 	}
 	int64_t a = zp_rx_avail(z);
-	return a > 0 ? (int)(a > INT32_MAX ? INT32_MAX : a) : 0;
+	if (a < 0)
+		a = 0;
+	/* the ring ends where the peer went back: its kernel bytes follow */
+	if (zp_rx_back(z) && atomic_load(&z->rx->head) + (uint64_t)a == atomic_load(&z->rx_bt)) {
+		zp_skip_wakes(z);
+		if (!zp_wakes_due(z) && !zp_real.ioctl(z->fd, FIONREAD, &k) && k > 0)
+			a += k;
+	}
+	return (int)(a > INT32_MAX ? INT32_MAX : a);
 }
 
 bool zp_rx_on_kernel(struct zsock *z)
@@ -271,8 +322,9 @@ void zp_drain(struct zsock *z)
 		if (r < 0)
 			return;
 		size_t take = (size_t)r;
-		if (zp_rx_back(z)) {
-			uint64_t due = zp_wakes_due(z);
+		if (zp_rx_back(z)) { /* while the ring has bytes, its wake-ups stay: they go
+				     * at the ring's end, with the reads that follow it */
+			uint64_t due = zp_rx_avail(z) > 0 ? 0 : zp_wakes_due(z);
 			take = due < take ? (size_t)due : take;
 		}
 		ssize_t d = take ? zp_real.recv(z->fd, buf, take, MSG_DONTWAIT) : 0;

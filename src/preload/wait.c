@@ -33,6 +33,8 @@ static short kernel_events(struct zsock *z, short want)
 	if (z->xh) /* its fd to sleep on (zp_kfd) turns readable for anything */
 		return POLLIN;
 	short k = atomic_load(&z->peer_eof) ? 0 : POLLIN | POLLRDHUP;
+	if (atomic_load(&z->peer_back) && zp_rx_avail(z) > 0)
+		k = 0; /* the ring's last bytes are ready; its wake-ups wait for them (rx.c) */
 	if (!atomic_load_explicit(&z->tx_ring, memory_order_acquire))
 		k |= want & POLLOUT;
 	return (short)(k | (want & POLLPRI)); /* urgent data is the kernel's */
@@ -57,6 +59,25 @@ static short merged(struct zsock *z, short want, short krev, bool *kin)
 		r |= krev & POLLOUT;
 	r |= krev & (POLLERR | POLLHUP | POLLPRI);
 	return (short)(r & (want | POLLERR | POLLHUP));
+}
+
+/*
+ * A switched socket's events now. The ring's state says them all while
+ * both directions are on the ring; a socket that sends on the kernel (after
+ * a way back), reads the kernel stream (bytes from before a switch, or after
+ * the peer's way back) or is asked for urgent data asks the kernel too, in
+ * one poll that does not wait: those are not the fast path. *kin as merged.
+ */
+static short ready_now(struct zsock *z, short want, bool *kin)
+{
+	*kin = false;
+	if (z->xh || (atomic_load_explicit(&z->tx_ring, memory_order_acquire) &&
+		      !(want & POLLPRI) && !zp_rx_back(z) && !zp_rx_on_kernel(z)))
+		return (short)(zp_ready(z, (short)(want | POLLRDHUP)) & (want | POLLERR | POLLHUP));
+	struct pollfd p = { z->fd, kernel_events(z, want), 0 };
+	if (zp_real.poll(&p, 1, 0) < 0)
+		p.revents = 0;
+	return merged(z, want, p.revents, kin);
 }
 
 /*
@@ -110,12 +131,8 @@ static int scan_poll(struct pollset *s)
 		s->fds[i].revents = 0;
 		if (!s->z[i])
 			continue;
-		s->fds[i].revents = zp_ready(s->z[i], s->fds[i].events);
-		if (s->fds[i].events & POLLPRI) { /* urgent data: the kernel's to say */
-			struct pollfd p = { zp_kfd(s->z[i], s->fds[i].fd), POLLPRI, 0 };
-			if (zp_real.poll(&p, 1, 0) > 0)
-				s->fds[i].revents |= p.revents & POLLPRI;
-		}
+		bool kin;
+		s->fds[i].revents = ready_now(s->z[i], s->fds[i].events, &kin);
 		if (s->fds[i].revents)
 			ready++;
 	}
@@ -505,8 +522,9 @@ static int scan_ep(struct epset *s, struct epoll_event *evs, int max, bool *hit)
 		struct zsock *z = zp_get(fd);
 		if (!z)
 			continue;
-		short r = zp_ready(z, (short)(s->r[fd].events | POLLRDHUP));
-		if (r && report(&s->r[fd], z, (uint32_t)r, false, &evs[n])) {
+		bool kin;
+		short r = ready_now(z, (short)(s->r[fd].events | POLLRDHUP), &kin);
+		if (r && report(&s->r[fd], z, (uint32_t)r, kin, &evs[n])) {
 			hit[j] = true;
 			n++;
 		}
@@ -551,8 +569,9 @@ static bool ep_ready(void *arg)
 	struct epset *s = ((struct epscan *)arg)->s;
 	for (int j = 0; j < s->nz; j++) {
 		struct zsock *z = zp_get(s->zfd[j]);
+		bool kin;
 		if (z && !s->r[s->zfd[j]].off &&
-		    zp_ready(z, (short)(s->r[s->zfd[j]].events | POLLRDHUP)))
+		    ready_now(z, (short)(s->r[s->zfd[j]].events | POLLRDHUP), &kin))
 			return true;
 	}
 	return false;

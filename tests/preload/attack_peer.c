@@ -375,6 +375,14 @@ static int act_squat_check(void)
 
 /* lie KIND: a party's lie; 1 the server ended the connection (within 3 s),
  * 0 refused at the rendezvous (another uid) */
+/* A wake-up after a lie: sent, or refused because the server already saw
+ * the lie (it may look at the ring before any wake-up) and ended the
+ * connection; the read loop after it checks the end. */
+static bool wake(int s)
+{
+	return send(s, "", 1, MSG_NOSIGNAL) == 1 || errno == EPIPE || errno == ECONNRESET;
+}
+
 static int act_lie(const char *kind, uint16_t port, const char *path, double *ms)
 {
 	struct sockaddr_storage ss;
@@ -417,7 +425,7 @@ static int act_lie(const char *kind, uint16_t port, const char *path, double *ms
 		atomic_store(&d->kbytes, 0);
 		atomic_store(&d->state, 1);
 		atomic_store(&d->tail, 3ull * RING);
-		CHECK(send(s, "", 1, MSG_NOSIGNAL) == 1, "wake-up: %s", errname(errno));
+		CHECK(wake(s), "wake-up: %s", errname(errno));
 	} else if (!strcmp(kind, "head")) { /* a true request, then a head ahead */
 		uint32_t h[2] = { 77, REQ };
 		memcpy(r0, h, sizeof h);
@@ -425,7 +433,7 @@ static int act_lie(const char *kind, uint16_t port, const char *path, double *ms
 		atomic_store(&d->kbytes, 0);
 		atomic_store(&d->state, 1);
 		atomic_store(&d->tail, sizeof h + REQ);
-		CHECK(send(s, "", 1, MSG_NOSIGNAL) == 1, "wake-up: %s", errname(errno));
+		CHECK(wake(s), "wake-up: %s", errname(errno));
 		double end = now_ms() + 3000;
 		while (!atomic_load(&sh->dir[1].tail) && now_ms() < end)
 			msleep(1);
