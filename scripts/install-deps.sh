@@ -26,6 +26,8 @@ PKGS=(
 	libucx-dev
 	# the preload's real programs (tests/preload/progs): clients and servers
 	python3 postgresql-15 nginx curl libmemcached-tools
+	# ... HAProxy (splice between preloaded ends), socat and iperf3 (bulk streams)
+	haproxy socat iperf3
 	# rsockets' librspreload.so (bench/preload-compare.sh --vm)
 	librdmacm1
 )
