@@ -29,6 +29,14 @@ bool zp_peer_gone(struct zsock *z)
 	       (atomic_load(&z->peer_eof) && zp_rx_switch(z) != ZP_UNLATCHED && !zp_peer_closed(z));
 }
 
+/* A Unix peer shut its reading side: our sends fail, as its kernel's
+ * shutdown makes them (a TCP peer's does not tell us). */
+bool zp_peer_rd_shut(struct zsock *z)
+{
+	return z->is_unix && z->tx && zp_trusted(z) &&
+	       atomic_load_explicit(&z->tx->rd_shut, memory_order_acquire);
+}
+
 /* The peer broke the protocol (sock.c's top): the connection ends. */
 void zp_lie(struct zsock *z, const char *what)
 {

@@ -84,7 +84,9 @@ struct zp_dir {
 	_Atomic uint64_t head;        /* bytes ever consumed */
 	_Atomic uint32_t rx_sleeping; /* receivers asleep on their socket */
 	_Atomic uint32_t rx_kick;
-	char pad1[64 - 16];
+	_Atomic uint32_t rd_shut;     /* the receiver shut its reading side: on a
+				       * Unix socket the sender's sends fail (EPIPE) */
+	char pad1[64 - 20];
 };
 
 struct zp_shared {
@@ -200,6 +202,7 @@ void zp_lie(struct zsock *z, const char *what); /* the peer lied: the connection
 bool zp_peer_reset(struct zsock *z);   /* its reset, or a lie: sticky */
 bool zp_peer_closed(struct zsock *z);  /* its end of stream, with its final tail */
 bool zp_peer_gone(struct zsock *z);    /* its side closed for good */
+bool zp_peer_rd_shut(struct zsock *z); /* a Unix peer shut its reading side */
 uint64_t zp_rx_switch(struct zsock *z); /* its kbytes once switched, or ZP_UNLATCHED */
 bool zp_rx_left(struct zsock *z, uint64_t *left); /* input still on the kernel stream,
 						      * *left bytes of it */

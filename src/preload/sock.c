@@ -442,7 +442,8 @@ short zp_ready(struct zsock *z, short events)
 		r |= POLLIN | (end ? POLLRDHUP : 0);
 	if (z->rd_shut)
 		r |= POLLIN | POLLRDHUP;
-	if (end && (z->wr_shut || (z->is_unix && zp_peer_gone(z))))
+	if ((end || z->rd_shut) &&
+	    (z->wr_shut || (z->is_unix && (zp_peer_gone(z) || zp_peer_rd_shut(z)))))
 		r |= POLLHUP; /* both ways shut, as the kernel says */
 	if (z->gone_sent) /* TCP: the peer's kernel reset us */
 		r |= POLLHUP | (z->so_err ? POLLERR : 0);

@@ -130,7 +130,7 @@ ssize_t zp_sendmsg(struct zsock *z, const struct iovec *iov, int n, const void *
 	size_t total = 0, sent = 0;
 	for (int i = 0; i < n; i++)
 		total += iov[i].iov_len;
-	if (z->wr_shut)
+	if (z->wr_shut || zp_peer_rd_shut(z))
 		return zp_epipe(flags);
 	if ((flags & MSG_OOB) || ctllen) { /* what a ring cannot carry */
 		zp_poll_join(z);
@@ -238,8 +238,15 @@ int zp_shutdown(struct zsock *z, int how)
 			atomic_store_explicit(&z->tx->closed, 1, memory_order_release);
 		NOTIFY_RX(z);
 	}
-	if (how != SHUT_WR)
+	if (how != SHUT_WR) {
 		z->rd_shut = true;
+		/* a Unix peer's sends fail from now on, on its ring as on the
+		 * kernel stream (which stays open: a kernel shutdown would read
+		 * as the peer's end here); a socket that joins later says it
+		 * then (rendezvous.c) */
+		if (z->is_unix && z->rx)
+			atomic_store_explicit(&z->rx->rd_shut, 1, memory_order_release);
+	}
 	pthread_mutex_unlock(&z->lock);
 	if (how == SHUT_RD || ring)
 		return zp_real.fcntl(z->fd, F_GETFD) < 0 ? -1 : 0; /* EBADF as the kernel */

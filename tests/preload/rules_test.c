@@ -149,6 +149,33 @@ static int case_send_after_close(struct ctx *x)
 	return 0;
 }
 
+/* A Unix peer's shutdown(SHUT_RD) fails our sends with EPIPE (its kernel
+ * marks our side shut for sending); our reading side stays open, and
+ * poll says HUP once we shut ours too. TCP tells the sender nothing. */
+static int case_peer_shut_rd(struct ctx *x)
+{
+	char b[8];
+	if (x->fam != AF_UNIX) {
+		EXPECT_RET(shutdown(x->s, SHUT_RD), 0);
+		EXPECT_RET(send(x->c, "a", 1, MSG_NOSIGNAL), 1);
+		return 0;
+	}
+	EXPECT_RET(shutdown(x->s, SHUT_RD), 0);
+	EXPECT_ERR(send(x->c, "a", 1, MSG_NOSIGNAL), EPIPE);
+	EXPECT_ERR(send(x->c, "", 0, MSG_NOSIGNAL), EPIPE);
+	EXPECT_RET(send(x->s, "back", 4, MSG_NOSIGNAL), 4);
+	TRY(wait_for(x->c, POLLIN, "the bytes of the side that still sends"));
+	EXPECT_RET(recv(x->c, b, sizeof b, MSG_DONTWAIT), 4);
+	struct pollfd p = { x->c, POLLIN | POLLOUT | POLLRDHUP, 0 };
+	EXPECT_RET(poll(&p, 1, 0), 1);
+	CHECK(!(p.revents & POLLHUP), "HUP before our own shutdown: 0x%x", (unsigned)p.revents);
+	EXPECT_RET(shutdown(x->c, SHUT_RD), 0);
+	p.revents = 0;
+	EXPECT_RET(poll(&p, 1, 0), 1);
+	CHECK(p.revents & POLLHUP, "no HUP with both ways shut: 0x%x", (unsigned)p.revents);
+	return 0;
+}
+
 /* The peer closes with bytes of ours unread (a reset): what it had sent
  * before is read first, then ECONNRESET once, then the end; sends fail
  * with EPIPE. */
@@ -524,6 +551,7 @@ struct test {
 
 static const struct test tests[] = {
 	{ "send_after_close", case_send_after_close },
+	{ "peer_shut_rd", case_peer_shut_rd },
 	{ "reset_queued", case_reset_queued },
 	{ "reset_send_first", case_reset_send_first },
 	{ "epoll_many_ready", case_epoll_many_ready },
