@@ -135,8 +135,8 @@ struct zsock {
 				   * would reset us: EPIPE from then on) */
 	int so_err;               /* a pending error for SO_ERROR (EPIPE) */
 	_Atomic bool lied;        /* the peer lied: reset_seen, kernel shut */
-	_Atomic bool tx_full;     /* a send found the ring full (TCP wakes an
-				   * edge-triggered writer only after that) */
+	_Atomic uint32_t tx_fulls; /* sends that found the ring full (TCP wakes
+				    * an edge-triggered writer only after one) */
 	/* back on the kernel stream (tx.c: for fd passing, urgent data) */
 	bool tx_back;             /* our sends went back */
 	_Atomic bool back_done;   /* and the peer's: a kernel socket again */

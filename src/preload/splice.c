@@ -149,7 +149,7 @@ static ssize_t ring_room(struct zsock *z, size_t len, bool nb)
 	for (;;) {
 		size_t room = zp_tx_room(z);
 		if (room < len && room < CHUNK)
-			atomic_store_explicit(&z->tx_full, true, memory_order_relaxed);
+			atomic_fetch_add_explicit(&z->tx_fulls, 1, memory_order_relaxed);
 		if (room)
 			return room > CHUNK ? CHUNK : (ssize_t)room;
 		int r = nb ? -EAGAIN : zp_wait_one(z, POLLOUT, end);

@@ -191,7 +191,7 @@ ssize_t zp_sendmsg(struct zsock *z, const struct iovec *iov, int n, const void *
 			}
 			int64_t room = zp_tx_free(z);
 			if (room >= 0 && (size_t)room < total - sent)
-				atomic_store_explicit(&z->tx_full, true, memory_order_relaxed);
+				atomic_fetch_add_explicit(&z->tx_fulls, 1, memory_order_relaxed);
 			if (room > 0 && sent < total) {
 				size_t c = (size_t)room < total - sent ? (size_t)room : total - sent;
 				uint64_t t = atomic_load_explicit(&z->tx->tail, memory_order_relaxed);

@@ -22,6 +22,8 @@
 #include <string.h>
 #include <sys/ioctl.h>
 
+#include <linux/sockios.h>
+
 #include "clock.h"
 #include "preload.h"
 
@@ -68,11 +70,16 @@ static short merged(struct zsock *z, short want, short krev, bool *kin)
  * the peer's way back) or is asked for urgent data asks the kernel too, in
  * one poll that does not wait: those are not the fast path. *kin as merged.
  */
+static bool ring_only(struct zsock *z)
+{
+	return atomic_load_explicit(&z->tx_ring, memory_order_acquire) && !zp_rx_back(z) &&
+	       !zp_rx_on_kernel(z);
+}
+
 static short ready_now(struct zsock *z, short want, bool *kin)
 {
 	*kin = false;
-	if (z->xh || (atomic_load_explicit(&z->tx_ring, memory_order_acquire) &&
-		      !(want & POLLPRI) && !zp_rx_back(z) && !zp_rx_on_kernel(z)))
+	if (z->xh || (!(want & POLLPRI) && ring_only(z)))
 		return (short)(zp_ready(z, (short)(want | POLLRDHUP)) & (want | POLLERR | POLLHUP));
 	struct pollfd p = { z->fd, kernel_events(z, want), 0 };
 	if (zp_real.poll(&p, 1, 0) < 0)
@@ -229,6 +236,7 @@ struct reg {
 	uint32_t kev;    /* registered with the kernel */
 	epoll_data_t data;
 	uint64_t seen_tail, seen_head; /* EPOLLET: at the last report */
+	uint32_t seen_fulls;           /* ... and the sends that found no room */
 	bool seen_eof, seen_any;
 	uint32_t seen_state;           /* its ERR and HUP */
 };
@@ -426,19 +434,35 @@ static void refresh(int ep, struct epset *s, int fd, struct zsock *z, bool crowd
 		g->kev = kev;
 }
 
-/* Where the input stands, for edges: the ring's tail, or (kin: the
- * input is still the kernel stream's, before the peer's switch) the
- * kernel bytes read and queued. */
+/* Where the input stands, for edges: the ring's tail, and where the
+ * kernel stream is used too (kin: before the peer's switch; or after a
+ * way back) the kernel bytes read and queued. */
 static uint64_t in_mark(struct zsock *z, bool kin)
 {
 	if (z->xh)
 		return zx_rx_mark(z);
-	if (!kin)
-		return atomic_load_explicit(&z->rx->tail, memory_order_relaxed);
+	uint64_t t = atomic_load_explicit(&z->rx->tail, memory_order_relaxed);
+	if (!kin && ring_only(z))
+		return t;
 	int q = 0;
 	if (zp_real.ioctl(z->fd, FIONREAD, &q) || q < 0)
 		q = 0;
-	return atomic_load_explicit(&z->rx_k, memory_order_relaxed) + (uint64_t)q;
+	return t + atomic_load_explicit(&z->rx_k, memory_order_relaxed) + (uint64_t)q;
+}
+
+/* Where the output stands, for edges: the bytes the peer took, from the
+ * ring and, once our sends are on the kernel stream, from it (sent, less
+ * what its queue still holds). */
+static uint64_t out_mark(struct zsock *z)
+{
+	if (z->xh)
+		return zx_tx_mark(z);
+	uint64_t h = atomic_load_explicit(&z->tx->head, memory_order_relaxed);
+	int q = 0;
+	if (atomic_load_explicit(&z->tx_ring, memory_order_acquire) ||
+	    zp_real.ioctl(z->fd, SIOCOUTQ, &q) || q < 0)
+		return h;
+	return h + atomic_load_explicit(&z->tx_k, memory_order_relaxed) - (uint64_t)q;
 }
 
 /*
@@ -450,8 +474,9 @@ static uint64_t in_mark(struct zsock *z, bool kin)
  * asked for, and it reports every event the socket has then (after the
  * peer's bytes come, IN and OUT). Kinds: input (new bytes, or the end),
  * output (room freed by the peer's reads: on a Unix socket at each read;
- * on TCP only after a send found the buffer full, as TCP wakes writers
- * only then), and a change of ERR or HUP, which any registration sees.
+ * on TCP only after a send found the buffer full since this registration
+ * last reported, as TCP wakes writers only then; each epoll set sees its
+ * own edge), and a change of ERR or HUP, which any registration sees.
  * After EPOLL_CTL_ADD or MOD the state then is reported, if any.
  */
 static int report(struct reg *g, struct zsock *z, uint32_t r, bool kin, struct epoll_event *out)
@@ -461,17 +486,16 @@ static int report(struct reg *g, struct zsock *z, uint32_t r, bool kin, struct e
 		return 0;
 	if (g->events & EPOLLET) {
 		uint64_t t = in_mark(z, kin);
-		uint64_t h = z->xh ? zx_tx_mark(z)
-				   : atomic_load_explicit(&z->tx->head, memory_order_relaxed);
+		uint64_t h = out_mark(z);
 		uint32_t state = r & (EPOLLERR | EPOLLHUP);
 		bool eof = (r & EPOLLRDHUP) != 0;
 		bool in = (r & (EPOLLIN | EPOLLRDHUP)) && (t != g->seen_tail || (eof && !g->seen_eof));
+		uint32_t fulls = atomic_load_explicit(&z->tx_fulls, memory_order_relaxed);
 		bool outw = (r & EPOLLOUT) && h != g->seen_head &&
-			    (z->is_unix || atomic_load_explicit(&z->tx_full, memory_order_relaxed));
+			    (z->is_unix || z->xh || fulls != g->seen_fulls);
 		if (g->seen_any && !in && !outw && state == g->seen_state)
 			return 0;
-		if (outw)
-			atomic_store_explicit(&z->tx_full, false, memory_order_relaxed);
+		g->seen_fulls = fulls;
 		g->seen_tail = t;
 		g->seen_head = h;
 		g->seen_eof |= eof;
@@ -605,7 +629,7 @@ int zp_epoll_wait(int ep, struct epoll_event *evs, int max, int timeout_ms,
 		}
 		/* arm, then sleep in the kernel */
 		pthread_mutex_lock(&s->lock);
-		bool sleep = !n && deadline > zl_now_us(), crowded = false;
+		bool sleep = !n && deadline > zl_now_us(), crowded = false, ready = false;
 		struct armed ab[256], *am = s->nz <= 256 ? ab : calloc((size_t)s->nz, sizeof(*am));
 		int na = 0;
 		for (int j = 0; j < s->nz && am; j++) {
@@ -620,12 +644,15 @@ int zp_epoll_wait(int ep, struct epoll_event *evs, int max, int timeout_ms,
 			short ev = (short)((s->r[fd].events & (EPOLLIN | EPOLLOUT)) | POLLIN);
 			int a = zp_arm(z, ev, &am[na].ev);
 			am[na++].z = z;
-			sleep = !(a & ZP_READY);
+			ready |= (a & ZP_READY) != 0;
 			crowded |= (a & ZP_CROWDED) != 0;
 			refresh(ep, s, fd, z, (a & ZP_CROWDED) != 0);
 		}
 		pthread_mutex_unlock(&s->lock);
-		if (!n && !sleep) { /* ready meanwhile */
+		/* ready meanwhile, or ready with nothing new to report (EPOLLET:
+		 * no edge since the last report): then it sleeps, armed, until
+		 * the peer's next move, as the kernel's epoll would */
+		if (ready) {
 			pthread_mutex_lock(&s->lock);
 			n = scan_ep(s, evs, max, hit);
 			pthread_mutex_unlock(&s->lock);
