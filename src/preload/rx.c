@@ -163,6 +163,8 @@ static size_t kernel_after_ring(struct zsock *z, const struct iovec *iov, int n,
 	ssize_t r = kernel_read(z, iov, n, got, max, flags & MSG_PEEK, cm);
 	if (cm && r <= 0)
 		cm->msg_controllen = 0;
+	if (r > 0 && !(flags & MSG_PEEK))
+		atomic_fetch_add(&z->rx_k, (uint64_t)r); /* its data read, as zp_rx_kernel counts */
 	return r > 0 ? (size_t)r : 0;
 }
 
@@ -199,10 +201,15 @@ ssize_t zp_recvmsg(struct zsock *z, const struct iovec *iov, int n, struct msghd
 		zp_poll_join(z);
 		uint64_t left;
 		if (zp_rx_left(z, &left)) {
+			/* the caller's control buffer to every kernel read: control
+			 * data ends the call (kernel_stops), as the kernel's read
+			 * ends with it; without one the kernel would drop the fds */
 			if (cm)
-				cm->msg_controllen = got ? 0 : cap; /* with the first bytes only */
+				cm->msg_controllen = cap;
 			ssize_t r = zp_rx_kernel(z, iov, n, got, left < total - got ? left : total - got,
-						 flags, cm && !got ? cm : NULL);
+						 flags, cm);
+			if (cm && r <= 0)
+				cm->msg_controllen = 0;
 			if (r > 0) {
 				got += (size_t)r;
 				if (!all || got == total || kernel_stops(z, cm))

@@ -453,8 +453,8 @@ short zp_ready(struct zsock *z, short events)
 	if (atomic_load_explicit(&z->tx_ring, memory_order_acquire)) {
 		if (zp_peer_reset(z))
 			r |= POLLOUT | POLLHUP | (z->reset_told ? 0 : POLLERR); /* until read */
-		else if (zp_peer_gone(z))
-			r |= POLLOUT;
+		else if (zp_peer_gone(z) || zp_peer_rd_shut(z))
+			r |= POLLOUT; /* (a send fails at once) */
 		else if (zp_tx_free(z) != 0)
 			r |= POLLOUT;
 	}

@@ -147,6 +147,8 @@ static ssize_t ring_room(struct zsock *z, size_t len, bool nb)
 {
 	int64_t end = deadline(z->sndtimeo_us);
 	for (;;) {
+		if (zp_peer_rd_shut(z)) /* before any byte leaves the source */
+			return zp_epipe(0);
 		size_t room = zp_tx_room(z);
 		if (room < len && room < CHUNK)
 			atomic_fetch_add_explicit(&z->tx_fulls, 1, memory_order_relaxed);
@@ -184,6 +186,8 @@ static ssize_t into_ring(struct zsock *z, size_t n)
 /* pipe in into the switched socket z */
 static ssize_t to_socket(struct zsock *z, int in, size_t len, unsigned flags)
 {
+	if (zp_peer_rd_shut(z)) /* (the kernel's call would not know) */
+		return zp_epipe(0);
 	bool moved = false;
 	ssize_t r = kernel_call(z, in, NULL, len, flags, false, &moved);
 	if (!moved)
@@ -228,6 +232,8 @@ ssize_t zp_sendfile(int out, int in, off_t *off, size_t count)
 		return zp_real.sendfile(out, in, off, count); /* a socket as input: EINVAL */
 	if (!bounce && !(bounce = malloc(CHUNK)))
 		return -1;
+	if (zp_peer_rd_shut(zo)) /* (the kernel's call would not know) */
+		return zp_epipe(0);
 	bool moved = false;
 	ssize_t r = kernel_call(zo, in, off, count, 0, true, &moved);
 	if (!moved)

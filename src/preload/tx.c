@@ -131,7 +131,7 @@ ssize_t zp_sendmsg(struct zsock *z, const struct iovec *iov, int n, const void *
 	for (int i = 0; i < n; i++)
 		total += iov[i].iov_len;
 	if (z->wr_shut || zp_peer_rd_shut(z))
-		return zp_epipe(flags);
+		return zp_epipe(flags); /* (before a way back for fds) */
 	if ((flags & MSG_OOB) || ctllen) { /* what a ring cannot carry */
 		zp_poll_join(z);
 		pthread_mutex_lock(&z->lock);
@@ -141,6 +141,8 @@ ssize_t zp_sendmsg(struct zsock *z, const struct iovec *iov, int n, const void *
 	int64_t deadline = zp_deadline_of(z, flags, false);
 	for (;;) {
 		zp_poll_join(z);
+		if (zp_peer_rd_shut(z)) /* (also after a wait) */
+			return sent ? (ssize_t)sent : zp_epipe(flags);
 		bool ring = atomic_load_explicit(&z->tx_ring, memory_order_acquire);
 		if (ring || atomic_load(&z->lied)) { /* (on the kernel stream: its rules) */
 			if (zp_peer_reset(z))
@@ -244,8 +246,10 @@ int zp_shutdown(struct zsock *z, int how)
 		 * kernel stream (which stays open: a kernel shutdown would read
 		 * as the peer's end here); a socket that joins later says it
 		 * then (rendezvous.c) */
-		if (z->is_unix && z->rx)
+		if (z->is_unix && z->rx) {
 			atomic_store_explicit(&z->rx->rd_shut, 1, memory_order_release);
+			NOTIFY_TX(z); /* a sender waiting for room gets its EPIPE */
+		}
 	}
 	pthread_mutex_unlock(&z->lock);
 	if (how == SHUT_RD || ring)

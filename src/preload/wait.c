@@ -42,6 +42,15 @@ static short kernel_events(struct zsock *z, short want)
 	return (short)(k | (want & POLLPRI)); /* urgent data is the kernel's */
 }
 
+/* The kernel cannot tell of this socket's input now (kernel_events leaves
+ * POLLIN out, and no wake-up comes): a sleep on it looks again every 1 ms,
+ * as one among a crowd does. */
+static bool kernel_blind(struct zsock *z)
+{
+	return !z->xh && (atomic_load(&z->peer_eof) ||
+			  (atomic_load(&z->peer_back) && zp_rx_avail(z) > 0));
+}
+
 /* A switched socket's events after the kernel reported krev for it;
  * *kin: its input is the kernel stream's (bytes sent before the switch). */
 static short merged(struct zsock *z, short want, short krev, bool *kin)
@@ -65,10 +74,11 @@ static short merged(struct zsock *z, short want, short krev, bool *kin)
 
 /*
  * A switched socket's events now. The ring's state says them all while
- * both directions are on the ring; a socket that sends on the kernel (after
- * a way back), reads the kernel stream (bytes from before a switch, or after
- * the peer's way back) or is asked for urgent data asks the kernel too, in
- * one poll that does not wait: those are not the fast path. *kin as merged.
+ * both directions are on the ring (urgent data comes only after a way
+ * back); a socket that sends on the kernel (after a way back) or reads the
+ * kernel stream (bytes from before a switch, or after the peer's way back)
+ * asks the kernel too, in one poll that does not wait: those are not the
+ * fast path. *kin as merged.
  */
 static bool ring_only(struct zsock *z)
 {
@@ -79,7 +89,7 @@ static bool ring_only(struct zsock *z)
 static short ready_now(struct zsock *z, short want, bool *kin)
 {
 	*kin = false;
-	if (z->xh || (!(want & POLLPRI) && ring_only(z)))
+	if (z->xh || ring_only(z)) /* (urgent data comes after a way back) */
 		return (short)(zp_ready(z, (short)(want | POLLRDHUP)) & (want | POLLERR | POLLHUP));
 	struct pollfd p = { z->fd, kernel_events(z, want), 0 };
 	if (zp_real.poll(&p, 1, 0) < 0)
@@ -180,7 +190,7 @@ int zp_poll(struct pollfd *fds, nfds_t n, int64_t timeout_us, const sigset_t *ma
 				continue;
 			int a = zp_arm(z[i], (short)(fds[i].events | POLLIN), &armed[i]);
 			ready |= a & ZP_READY;
-			if (a & ZP_CROWDED) {
+			if ((a & ZP_CROWDED) || kernel_blind(z[i])) {
 				crowded = true;
 				k[i].events &= (short)~(POLLIN | POLLRDHUP);
 			}
@@ -447,7 +457,9 @@ static uint64_t in_mark(struct zsock *z, bool kin)
 	int q = 0;
 	if (zp_real.ioctl(z->fd, FIONREAD, &q) || q < 0)
 		q = 0;
-	return t + atomic_load_explicit(&z->rx_k, memory_order_relaxed) + (uint64_t)q;
+	/* every kernel byte is queued, read as data or dropped as a wake-up */
+	return t + atomic_load_explicit(&z->rx_k, memory_order_relaxed) +
+	       atomic_load_explicit(&z->rx_w, memory_order_relaxed) + (uint64_t)q;
 }
 
 /* Where the output stands, for edges: the bytes the peer took, from the
@@ -495,7 +507,8 @@ static int report(struct reg *g, struct zsock *z, uint32_t r, bool kin, struct e
 			    (z->is_unix || z->xh || fulls != g->seen_fulls);
 		if (g->seen_any && !in && !outw && state == g->seen_state)
 			return 0;
-		g->seen_fulls = fulls;
+		if (outw) /* (the room it waits for is reported once) */
+			g->seen_fulls = fulls;
 		g->seen_tail = t;
 		g->seen_head = h;
 		g->seen_eof |= eof;
@@ -645,7 +658,7 @@ int zp_epoll_wait(int ep, struct epoll_event *evs, int max, int timeout_ms,
 			int a = zp_arm(z, ev, &am[na].ev);
 			am[na++].z = z;
 			ready |= (a & ZP_READY) != 0;
-			crowded |= (a & ZP_CROWDED) != 0;
+			crowded |= (a & ZP_CROWDED) || kernel_blind(z);
 			refresh(ep, s, fd, z, (a & ZP_CROWDED) != 0);
 		}
 		pthread_mutex_unlock(&s->lock);
@@ -762,7 +775,7 @@ int zp_wait_one(struct zsock *z, short events, int64_t deadline)
 				ms = 1;
 		}
 		/* no wake-ups come after the kernel stream's end, nor to a crowd */
-		if ((eof || (a & ZP_CROWDED)) && (ms < 0 || ms > 1))
+		if ((eof || (a & ZP_CROWDED) || kernel_blind(z)) && (ms < 0 || ms > 1))
 			ms = 1;
 		if (eof && (events & POLLOUT) && zp_probe(z))
 			return -EPIPE; /* our ring is full and the peer's socket is gone */

@@ -23,6 +23,7 @@
 #pragma GCC diagnostic pop
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
@@ -173,6 +174,46 @@ static int case_peer_shut_rd(struct ctx *x)
 	p.revents = 0;
 	EXPECT_RET(poll(&p, 1, 0), 1);
 	CHECK(p.revents & POLLHUP, "no HUP with both ways shut: 0x%x", (unsigned)p.revents);
+	return 0;
+}
+
+struct shut_later {
+	int fd;
+};
+
+static void *shut_rd_later(void *arg)
+{
+	struct shut_later *l = arg;
+	usleep(100 * 1000);
+	shutdown(l->fd, SHUT_RD);
+	return NULL;
+}
+
+/* A sender blocked on a full Unix socket wakes with EPIPE when the peer
+ * shuts its reading side (the kernel wakes it); TCP: skipped (the sender
+ * is told nothing). */
+static int case_peer_shut_rd_wakes_sender(struct ctx *x)
+{
+	if (x->fam != AF_UNIX)
+		return 0;
+	static char big[1 << 16];
+	int fl = fcntl(x->c, F_GETFL);
+	CHECK(fl >= 0 && !fcntl(x->c, F_SETFL, fl | O_NONBLOCK), "fcntl: %s", errname(errno));
+	for (int i = 0; i < 4096 && send(x->c, big, sizeof big, MSG_NOSIGNAL) > 0; i++)
+		;
+	CHECK(errno == EAGAIN, "filling: %s, want EAGAIN", errname(errno));
+	CHECK(!fcntl(x->c, F_SETFL, fl), "fcntl: %s", errname(errno));
+	struct timeval tv = { 5, 0 }; /* a bound, far above the 100 ms */
+	CHECK(!setsockopt(x->c, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv), "SO_SNDTIMEO: %s",
+	      errname(errno));
+	struct shut_later l = { x->s };
+	pthread_t t;
+	CHECK(!pthread_create(&t, NULL, shut_rd_later, &l), "pthread_create");
+	errno = 0;
+	ssize_t r = send(x->c, big, sizeof big, MSG_NOSIGNAL);
+	int e = errno;
+	pthread_join(t, NULL);
+	CHECK(r < 0 && e == EPIPE, "blocked send: %zd %s, want -1 EPIPE", r, errname(e));
 	return 0;
 }
 
@@ -552,6 +593,7 @@ struct test {
 static const struct test tests[] = {
 	{ "send_after_close", case_send_after_close },
 	{ "peer_shut_rd", case_peer_shut_rd },
+	{ "peer_shut_rd_wakes_sender", case_peer_shut_rd_wakes_sender },
 	{ "reset_queued", case_reset_queued },
 	{ "reset_send_first", case_reset_send_first },
 	{ "epoll_many_ready", case_epoll_many_ready },
