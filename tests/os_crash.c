@@ -444,7 +444,14 @@ static void killer(int64_t budget_us)
 			}
 			if (!c->kill_at) {
 				if (atomic_load(&sl->running)) {
-					c->kill_at = now + (int64_t)tl_rand_below(&g, 2001);
+					/* within 2 ms of its start, so that kills land
+					 * in calls; where calls are slower than that (the
+					 * emulated VM) and 8 kills left no SET and DELETE
+					 * done, within 50 ms */
+					bool slow = killed >= 8 &&
+						    !(atomic_load(&sh->sets) > atomic_load(&sh->enospc) &&
+						      atomic_load(&sh->dels));
+					c->kill_at = now + (int64_t)tl_rand_below(&g, slow ? 50001 : 2001);
 					sh->connect_sum += now - c->forked;
 					sh->connects++;
 				} else if (now - c->forked > 20000000) {
