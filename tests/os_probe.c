@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * os_probe: the one-sided table's probe counts against Knuth (seed 001,
+ * os_probe: the one-sided table's probe counts against Knuth (the Falafel thesis,
  * section 5.3), without a server. A table of 2^20 slots lives in private
  * memory behind a struct os_io whose read, write and cas are plain copies
  * (table.c's client code, unchanged, does the walking). It is filled with

@@ -4,7 +4,7 @@
  * regions, heartbeats over zl_call) and the chunk's access method; the
  * operations themselves are table.c's.
  *
- * Regions and heartbeats (seed 001, sections 3.3 and 4.2.3). A SET builds
+ * Regions and heartbeats (the Falafel thesis, sections 3.3 and 4.2.3). A SET builds
  * its container in the client's own region, bump-allocated, and asks for a
  * new region (giving the full one back) when it does not fit. The server
  * takes a client's regions back when it has not heard a heartbeat for

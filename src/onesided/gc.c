@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The one-sided store's collector thread (seed 001, section 3.6), working
+ * The one-sided store's collector thread (the Falafel thesis, section 3.6), working
  * beside clients that keep reading and writing:
  *
  * Garbage collection (generational semi-space). A region given back, or

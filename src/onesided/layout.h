@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The one-sided store's memory (Falafel, seed 001 sections 3.3, 3.4, 4.2):
+ * The one-sided store's memory (the Falafel thesis, sections 3.3, 3.4, 4.2):
  * one chunk, shared with every client (shm: a memfd; rdma: one registered
  * region), in 8-byte units:
  *

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The one-sided store (Falafel, seed 001): the client behind zl_kv handles
+ * The one-sided store (after the Falafel thesis, "Memory Management for Concurrent RDMA", KIT 2014): the client behind zl_kv handles
  * opened with store=onesided (client.c), and the server that owns the
  * chunk (server.c, gc.c: zl_kvos_* in zipline_kv.h). The client's
  * interface for src/kv.

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Client operations of the one-sided store (seed 001, section 3.5): FIND,
+ * Client operations of the one-sided store (the Falafel thesis, section 3.5): FIND,
  * GET, SET and DELETE on the server's table with reads, writes and CAS
  * only. Layout in layout.h.
  *

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Across hosts: a TCP connection between two preloaded programs moves to
- * zipline's own rdma:// channel (issue 19, seed 004). Opt-in only:
+ * zipline's own rdma:// channel (after "Network Sockets over RDMA"). Opt-in only:
  * ZL_PRELOAD_XHOST (zl-run --xhost) names the connections that may switch.
  *
  * Learning that the peer runs the preload, without a byte on the program's

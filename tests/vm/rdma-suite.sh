@@ -80,7 +80,7 @@ for t in os_basic os_lin os_crash os_gc os_hostile os_batch os_slot; do
 	[ -x "$B/tests/$t" ] && run "${t}_rdma" "$B/tests/$t"
 done
 unset ZL_OS_TEST_SCHEME
-# zl-proto (tools/zl-proto): each of seed 002's protocols in each pattern,
+# zl-proto (tools/zl-proto): each of the protocols of "An Evaluation of RDMA-based Message Passing Protocols" in each pattern,
 # four nodes (processes) over the devices (node i on device i modulo their
 # number: ZL_VM_RXE=4 gives each its own), every response checked
 # against its request; then a node killed mid-run and a node 0 that never
@@ -158,7 +158,7 @@ if [ -x "$B/tools/zl-proto" ]; then
 		"$B/tools/zl-proto" --proto read --pattern m1 -N 2 --node 0 --coord 127.0.0.1:0 \
 		--dev "$ZL_RDMA_DEV_A" --timeout 2
 fi
-# The preload across hosts (issue 19): the semantics suite across the two
+# The preload across hosts: the semantics suite across the two
 # addresses, both ends preloaded and switched; mixed peers and
 # configurations staying on TCP; kill -9 of either end mid-transfer;
 # redis-server with redis-cli and redis-benchmark, and PostgreSQL 15 with

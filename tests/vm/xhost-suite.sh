@@ -1,5 +1,5 @@
 #!/bin/bash
-# The preload across hosts (issue 19), run INSIDE the Soft-RoCE VM by
+# The preload across hosts, run INSIDE the Soft-RoCE VM by
 # rdma-suite.sh: xhost-suite.sh BUILD_DIR CASE. The two "hosts" are the
 # VM's two addresses, 10.0.0.1 on rxe0/veth0 and 10.0.0.2 on rxe1/veth1:
 # guest-init.sh's routing rules make their traffic cross the veth pair

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Timestamps: rdtscp calibrated against CLOCK_MONOTONIC where the TSC is
- * invariant (seed 003's method), else clock_gettime. */
+ * invariant (the BME latency thesis's method), else clock_gettime. */
 #ifndef ZL_PROTO_CLOCK_H
 #define ZL_PROTO_CLOCK_H
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* The framing both the protocols and the experiments use for a message
- * that arrives by RDMA WRITE (seed 002 section III, seed 003 fig. 23):
+ * that arrives by RDMA WRITE (the protocol evaluation paper section III, the BME latency thesis fig. 23):
  *
  *   u32 len | u8 mark | 3 bytes | len bytes | u8 mark
  *

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The verbs experiments of seed 000 (ch. 3), seed 003 (ch. 5) and seed 004
+ * The verbs experiments of the TUM latency thesis (ch. 3), the BME latency thesis (ch. 5) and "Network Sockets over RDMA"
  * (inline comparison), between two nodes: node 0 times round trips (or a
  * one-way stream), node 1 echoes. Every point of a sweep gets fresh QPs, so
  * one point's settings cannot leak into the next; both nodes walk the same
@@ -32,7 +32,7 @@ enum op {
 	OP_WRITE,    /* RDMA WRITE, receiver polls the trailer in memory */
 	OP_WRITE_IMM,/* WRITE_WITH_IMM, receiver polls its CQ */
 	OP_SEND,     /* SEND/RECV */
-	OP_SEND_MEM, /* SEND, the receiver polls the receive buffer (seed 003's WRITE-like send/recv) */
+	OP_SEND_MEM, /* SEND, the receiver polls the receive buffer (the BME latency thesis's WRITE-like send/recv) */
 	OP_IMM,      /* SEND with no payload, the 4-byte immediate only */
 	OP_READ,     /* node 0 READs node 1's slot (node 1 idle) */
 	OP_IND_DP,   /* indirect: WRITE data to slot p, then WRITE p */
@@ -705,7 +705,7 @@ static int run_point(const struct params *p, struct end *e, struct oob *o)
 		emit(p, &res);
 		if (p->mode == MD_ACK) {
 			/* retransmission delay: the round trips well above the
-			 * typical one (seed 003 fig. 30) minus the typical one */
+			 * typical one (the BME latency thesis fig. 30) minus the typical one */
 			double formula = 4.096 * (double)(1ull << pt->timeout) * 1e3; /* ns */
 			uint64_t base = hist_pct(&res.lat, 50), thr = base + 2000000; /* 2 ms: the VM's own tail */
 			if ((uint64_t)(formula / 2) > thr - base)

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* zl-proto: seed 002's RDMA message-passing protocols and the verbs latency
+/* zl-proto: the protocol evaluation paper's RDMA message-passing protocols and the verbs latency
  * experiments of seeds 000, 003 and 004. See docs/man/zl-proto.1. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE

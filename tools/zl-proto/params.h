@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* zl-proto's parameters (seed 002's P, Q, N, S, R, L, V and the run's own)
+/* zl-proto's parameters (the protocol evaluation paper's P, Q, N, S, R, L, V and the run's own)
  * and the topology they imply: which QPs a node's threads hold. Pure code,
  * no verbs: tests/proto_params.c checks it on any host. */
 #ifndef ZL_PROTO_PARAMS_H
@@ -14,7 +14,7 @@ enum pattern { PT_M1, PT_1M, PT_MM, PT_COUNT };
 /* --inject: one responder spoils its 50th response, so that the tests can
  * see the requester's checks catch it */
 enum inject { IJ_NONE, IJ_CORRUPT, IJ_DROP, IJ_DUP };
-/* zl-proto's modes: the protocol run (seed 002) or one verbs experiment
+/* zl-proto's modes: the protocol run (the protocol evaluation paper) or one verbs experiment
  * (seeds 000 ch. 3, 003 ch. 5, 004's inline comparison). */
 enum mode {
 	MD_PROTO,

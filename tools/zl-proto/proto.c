@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The five protocols of seed 002 (table III) over RC QPs, in M:1, 1:M and
+ * The five protocols of the protocol evaluation paper (table III) over RC QPs, in M:1, 1:M and
  * M:M. Every QP has R request slots and R response slots on both ends (the
  * paper's array of L + V byte elements, requests grouped, then responses).
  * A slot holds a framed message:

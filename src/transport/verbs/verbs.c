@@ -7,7 +7,7 @@
  * ring it receives on, a control block the peer writes into, and a local
  * staging mirror of the peer's ring that records are built in.
  *
- * Data path (seed 000 ch. 3.4):
+ * Data path ("Optimizing Network Latency for Transactions", TUM 2018, ch. 3.4):
  *   - one RDMA WRITE per record, IBV_SEND_INLINE when it fits;
  *   - unsignaled WRITEs, every k-th signaled to reclaim send-queue slots;
  *   - the read position goes back lazily as an 8-byte inline WRITE;
