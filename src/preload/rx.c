@@ -139,6 +139,22 @@ static bool kernel_stops(struct zsock *z, const struct msghdr *cm)
 	return !z->is_unix && !zp_real.ioctl(z->fd, SIOCATMARK, &mark) && mark;
 }
 
+/*
+ * A Unix peek that its buffer filled goes on through the queue with
+ * nothing left to copy and stops at the first bytes that carry fds,
+ * handing them out (MSG_CTRUNC without a control buffer): the kernel's
+ * stream read does so. When the ring filled it, the queue's rest is what
+ * the peer sent after its way back; a peek of no bytes there does the same.
+ */
+static void peek_on(struct zsock *z, struct msghdr *cm, size_t cap)
+{
+	if (!cm || !z->is_unix || !zp_rx_back(z))
+		return;
+	cm->msg_controllen = cap;
+	if (kernel_read(z, NULL, 0, 0, 0, MSG_PEEK, cm) < 0)
+		cm->msg_controllen = 0;
+}
+
 /* The ring ends at h: the peer went back to the kernel stream there. */
 static bool ring_ends(struct zsock *z, uint64_t h)
 {
@@ -182,7 +198,13 @@ ssize_t zp_recvmsg(struct zsock *z, const struct iovec *iov, int n, struct msghd
 	}
 	if (z->xh)
 		return zx_recv(z, iov, n, flags);
-	size_t cap = cm ? cm->msg_controllen : 0;
+	/* without the caller's header, one of ours: a kernel read that drops
+	 * fds says so (MSG_CTRUNC), and ends a MSG_WAITALL read there as the
+	 * kernel's own read ends (kernel_stops) */
+	struct msghdr none = { 0 }, *mine = cm;
+	if (!cm)
+		cm = &none;
+	size_t cap = cm->msg_controllen;
 	if (flags & MSG_OOB) { /* urgent data travels only on the kernel stream */
 		if (cm)
 			cm->msg_controllen = cap;
@@ -243,6 +265,8 @@ ssize_t zp_recvmsg(struct zsock *z, const struct iovec *iov, int n, struct msghd
 				if (got < total && ring_ends(z, h + c)) /* its kernel bytes follow */
 					k = kernel_after_ring(z, iov, n, got, total - got, flags, cm, cap);
 				got += k;
+				if (!k && got == total && (flags & MSG_PEEK) && mine)
+					peek_on(z, cm, cap);
 				if ((flags & MSG_PEEK) || !all || got == total ||
 				    (ring_ends(z, h + c) && kernel_stops(z, k ? cm : NULL)))
 					return (ssize_t)got;
@@ -291,11 +315,13 @@ int zp_fionread(struct zsock *z)
 	int64_t a = zp_rx_avail(z);
 	if (a < 0)
 		a = 0;
-	/* the ring ends where the peer went back: its kernel bytes follow */
+	/* the ring ends where the peer went back: its kernel bytes follow,
+	 * after its wake-ups (counted, not read: they stay until the reader
+	 * is at the ring's end, see zp_switch_back) */
 	if (zp_rx_back(z) && atomic_load(&z->rx->head) + (uint64_t)a == atomic_load(&z->rx_bt)) {
-		zp_skip_wakes(z);
-		if (!zp_wakes_due(z) && !zp_real.ioctl(z->fd, FIONREAD, &k) && k > 0)
-			a += k;
+		uint64_t due = zp_wakes_due(z);
+		if (!zp_real.ioctl(z->fd, FIONREAD, &k) && k > 0 && (uint64_t)k > due)
+			a += k - (int64_t)due;
 	}
 	return (int)(a > INT32_MAX ? INT32_MAX : a);
 }

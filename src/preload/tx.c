@@ -71,6 +71,15 @@ void zp_switch_back(struct zsock *z)
 	atomic_store(&z->tx_ring, false);
 	for (int i = 0; atomic_load(&z->wake_inflight) && i < 1000000; i++)
 		zl_cpu_relax(); /* one nonblocking send */
+	/* TCP keeps one urgent mark: a second one arriving while the reader's
+	 * stream stands at the first drops the first byte, else it stays as
+	 * data. The peer's kernel stream stands where the ring began, though
+	 * its reader is still behind in the ring: a pad byte (skipped as a
+	 * wake-up, at the ring's end) keeps the stream behind the mark too. */
+	static const char pad = 0;
+	if (!z->is_unix && atomic_load(&z->tx->head) != atomic_load(&z->tx->tail) &&
+	    zp_real.send(z->fd, &pad, 1, MSG_DONTWAIT | MSG_NOSIGNAL) == 1)
+		atomic_fetch_add_explicit(&z->tx->wakes, 1, memory_order_relaxed);
 	uint64_t kr = atomic_load(&z->tx->kbytes) + atomic_load(&z->tx->wakes);
 	atomic_store_explicit(&z->tx->back_tail, atomic_load(&z->tx->tail), memory_order_relaxed);
 	atomic_store_explicit(&z->tx->kresume, kr, memory_order_relaxed);

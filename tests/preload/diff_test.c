@@ -13,6 +13,9 @@
  *                             --without: these calls (names as printed,
  *                             e.g. shutdown,epoll_wait(ET)) are replaced by
  *                             FIONREAD, to look past a known difference.
+ *                             ZL_DIFF_ALL=1: the first difference's
+ *                             report lists every step of its connection
+ *                             with both results (kernel | preload).
  *   diff_test --worker ...    (internal: one end)
  *
  * A controller (this process, never preloaded) drives two workers, one per
@@ -666,11 +669,13 @@ static void report_diff(const char *what, const struct step *want, const struct 
 	       what, i, i - from, 'a' + want[i].side,
 	       want[i].c.op >= 0 ? op_name[want[i].c.op] : "connect", want[i].c.len,
 	       want[i].c.flags, want[i].c.arg, a, b);
-	for (int j = i - 40 > from ? i - 40 : from; j < i; j++) {
+	bool all = getenv("ZL_DIFF_ALL") != NULL;
+	for (int j = i - 40 > from && !all ? i - 40 : from; j < i; j++) {
 		show(a, sizeof a, &want[j]);
-		printf("    %d %c %s len %d flags %d arg %d: %s\n", j, 'a' + want[j].side,
+		show(b, sizeof b, &got[j]);
+		printf("    %d %c %s len %d flags %d arg %d: %s%s%s\n", j, 'a' + want[j].side,
 		       want[j].c.op >= 0 ? op_name[want[j].c.op] : "connect", want[j].c.len,
-		       want[j].c.flags, want[j].c.arg, a);
+		       want[j].c.flags, want[j].c.arg, a, all ? " | " : "", all ? b : "");
 	}
 }
 

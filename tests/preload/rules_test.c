@@ -583,6 +583,87 @@ static int case_oob(struct ctx *x)
 	return 0;
 }
 
+/* A peek that its buffer fills goes on through the queue and reports the
+ * fds of the first bytes ahead that carry some (Linux's stream read):
+ * MSG_CTRUNC without a control buffer. */
+static int case_peek_sees_fds_ahead(struct ctx *x)
+{
+	if (x->fam != AF_UNIX)
+		return skipf("fd passing is for Unix sockets");
+	int p[2];
+	char b[8];
+	CHECK(!pipe2(p, O_CLOEXEC), "pipe2: %s", errname(errno));
+	EXPECT_RET(write(x->c, "abcdef", 6), 6);
+	TRY(send_fd(x->c, p[1], 'D'));
+	close(p[0]);
+	close(p[1]);
+	TRY(wait_for(x->s, POLLIN, "the bytes"));
+	struct iovec io = { b, 3 };
+	struct msghdr m = { .msg_iov = &io, .msg_iovlen = 1 };
+	EXPECT_RET(recvmsg(x->s, &m, MSG_PEEK | MSG_DONTWAIT), 3);
+	CHECK(m.msg_flags & MSG_CTRUNC, "a peek before fds: msg_flags 0x%x", m.msg_flags);
+	TRY(expect_bytes(x->s, "abcdef", 6, "before the fd"));
+	m.msg_flags = 0;
+	EXPECT_RET(recvmsg(x->s, &m, MSG_DONTWAIT), 1);
+	CHECK(b[0] == 'D' && (m.msg_flags & MSG_CTRUNC), "the fd's byte: 0x%02x, msg_flags 0x%x",
+	      (uint8_t)b[0], m.msg_flags);
+	return 0;
+}
+
+/* A MSG_WAITALL read ends after the bytes that carried fds, also when it
+ * has no control buffer (the kernel closes them). */
+static int case_waitall_stops_at_fds(struct ctx *x)
+{
+	if (x->fam != AF_UNIX)
+		return skipf("fd passing is for Unix sockets");
+	int p[2];
+	char b[16];
+	CHECK(!pipe2(p, O_CLOEXEC), "pipe2: %s", errname(errno));
+	EXPECT_RET(write(x->c, "abc", 3), 3);
+	TRY(send_fd(x->c, p[1], 'D'));
+	EXPECT_RET(write(x->c, "xyz", 3), 3);
+	close(p[0]);
+	close(p[1]);
+	TRY(wait_for(x->s, POLLIN, "the bytes"));
+	EXPECT_RET(recv(x->s, b, sizeof b, MSG_WAITALL | MSG_DONTWAIT), 4);
+	CHECK(!memcmp(b, "abcD", 4), "the bytes up to the fd differ");
+	TRY(expect_bytes(x->s, "xyz", 3, "after the fd"));
+	return 0;
+}
+
+/* TCP keeps one urgent mark: when a second arrives before the reader has
+ * come to the first, the first urgent byte stays in the stream as data
+ * (here while the bytes before it were still unread, on the ring under
+ * the preload, and the reader asked FIONREAD meanwhile). */
+static int case_urgent_twice(struct ctx *x)
+{
+	if (x->fam == AF_UNIX)
+		return skipf("urgent data is TCP's here");
+	char b[32];
+	int n = -1, at = -1;
+	EXPECT_RET(write(x->c, "0123456789", 10), 10);
+	EXPECT_RET(send(x->c, "A", 1, MSG_OOB), 1);
+	EXPECT_RET(write(x->c, "bc", 2), 2);
+	TRY(wait_for(x->s, POLLPRI, "the first urgent byte"));
+	EXPECT_OK(ioctl(x->s, FIONREAD, &n));
+	CHECK(n == 10, "FIONREAD before the first mark: %d", n);
+	EXPECT_RET(send(x->c, "B", 1, MSG_OOB), 1);
+	for (int i = 0; i < 2000 && n != 13; i++) { /* (bounded: 2 s) */
+		usleep(1000);
+		EXPECT_OK(ioctl(x->s, FIONREAD, &n));
+	}
+	CHECK(n == 13, "FIONREAD before the second mark: %d (the first urgent byte lost?)", n);
+	EXPECT_RET(recv(x->s, b, sizeof b, 0), 13);
+	CHECK(!memcmp(b, "0123456789Abc", 13), "the bytes before the second mark differ");
+	EXPECT_OK(ioctl(x->s, SIOCATMARK, &at));
+	CHECK(at == 1, "SIOCATMARK at the second mark: %d", at);
+	EXPECT_RET(recv(x->s, b, 1, MSG_OOB), 1);
+	CHECK(b[0] == 'B', "the urgent byte is 0x%02x", (uint8_t)b[0]);
+	EXPECT_RET(write(x->c, "end", 3), 3);
+	TRY(expect_bytes(x->s, "end", 3, "after the mark"));
+	return 0;
+}
+
 /* ---- main ------------------------------------------------------------------- */
 
 struct test {
@@ -603,6 +684,9 @@ static const struct test tests[] = {
 	{ "sendfile_to_full_socket", case_sendfile_to_full_socket },
 	{ "fd_pass", case_fd_pass },
 	{ "oob", case_oob },
+	{ "peek_sees_fds_ahead", case_peek_sees_fds_ahead },
+	{ "waitall_stops_at_fds", case_waitall_stops_at_fds },
+	{ "urgent_twice", case_urgent_twice },
 };
 
 static void on_alarm(int sig)
