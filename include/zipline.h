@@ -77,7 +77,10 @@ void zl_set_log(zl_log_fn fn, void *arg, enum zl_log_level level);
 /* ---- options ---------------------------------------------------------- */
 
 /* Options for listeners and channels. Initialise with zl_opts_init(); URL
- * query parameters (shm://x?ring=65536&spin_us=0) override these fields. */
+ * query parameters (shm://x?ring=65536&spin_us=0) override these fields.
+ * A URL key that no field names (nor the transport, for rdma's own keys)
+ * is refused with -EINVAL, as are reserved fields that are not zero and a
+ * struct whose size field zl_opts_init did not set. */
 struct zl_opts {
 	uint32_t size;        /* sizeof(struct zl_opts), set by zl_opts_init */
 	uint32_t ring_size;   /* bytes per direction, power of two,
@@ -115,8 +118,11 @@ typedef struct zl_channel zl_channel;
 /*
  * Listen on url. opts may be NULL (defaults).
  * Returns 0 and *out, or
- *   -EINVAL          malformed URL or option
+ *   -EINVAL          malformed URL or option (unknown URL key, a value
+ *                    out of range, tcp:// without a port: tcp://H:0
+ *                    listens on any free port)
  *   -EPROTONOSUPPORT unknown scheme, or a transport not built in
+ *   -EADDRNOTAVAIL   tcp, rdma: the host name does not resolve
  *   -EADDRINUSE      the name or address is taken
  *   -ENOMEM          out of memory
  *   other -errno     from socket(2), bind(2), listen(2)
@@ -158,7 +164,7 @@ void zl_listener_close(zl_listener *l);
 /*
  * Connect to url and complete the handshake within timeout_us.
  * Returns 0 and *out, or
- *   -EINVAL, -EPROTONOSUPPORT as zl_listen
+ *   -EINVAL, -EPROTONOSUPPORT, -EADDRNOTAVAIL as zl_listen
  *   -ECONNREFUSED nobody listens there
  *   -ETIMEDOUT    no complete handshake in time
  *   -EPROTO       the peer's handshake was malformed or incompatible

@@ -33,7 +33,10 @@ ZL_API const char *zl_strerror(int err)
 	case -ECONNREFUSED: return "connection refused";
 	case -EADDRINUSE: return "address in use";
 	case -ENOMEM: return "out of memory";
-	case -EBUSY: return "busy (a reservation or peek is open)";
+	case -EBUSY: return "busy (a reservation or peek is open, or every call slot is in use)";
+	case -ESTALE: return "the value changed (compare-and-swap did not match)";
+	case -EADDRNOTAVAIL: return "address not available (the host name does not resolve)";
+	case -EUSERS: return "too many peers (handshakes, clients or connections)";
 	case -EPERM: return "permission denied (peer credentials)";
 	default:
 		if (err < 0 && err > -4096)
@@ -52,8 +55,19 @@ static int resolve(const char *url, const struct zl_opts *opts, struct zl_url *u
 	}
 	zl_opts_init(o);
 	if (opts) {
-		if (opts->size < offsetof(struct zl_opts, reserved))
+		if (opts->size < offsetof(struct zl_opts, reserved)) {
+			ZL_LOG(ZL_LOG_ERROR, "struct zl_opts: size %u; fill it with zl_opts_init",
+			       opts->size);
 			return -EINVAL;
+		}
+		/* reserved fields must stay zero, so that they can be given a
+		 * meaning later without changing what old callers ask for */
+		size_t end = opts->size < sizeof(*opts) ? opts->size : sizeof(*opts);
+		for (size_t i = offsetof(struct zl_opts, reserved); i < end; i++)
+			if (((const unsigned char *)opts)[i]) {
+				ZL_LOG(ZL_LOG_ERROR, "struct zl_opts: reserved fields must be zero");
+				return -EINVAL;
+			}
 		memcpy(o, opts, offsetof(struct zl_opts, reserved));
 		o->size = sizeof(*o);
 		if (!o->max_handshakes) /* a caller's own zeroed options */

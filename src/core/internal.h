@@ -225,5 +225,9 @@ int zl_listen_capped(const char *url, const struct zl_opts *opts, uint64_t max_m
 int zl_opts_apply_url(struct zl_opts *o, const struct zl_url *u);
 /* -EINVAL if the options are out of range. */
 int zl_opts_check(const struct zl_opts *o);
+/* Whether k is a URL key of struct zl_opts; -EINVAL (logged) for a URL
+ * with any other key, for transports without keys of their own. */
+bool zl_opts_core_key(const char *k);
+int zl_opts_check_keys(const struct zl_url *u);
 
 #endif

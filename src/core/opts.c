@@ -21,6 +21,30 @@ void zl_opts_init(struct zl_opts *o)
 	o->max_handshakes = 64;
 }
 
+/* The URL keys every transport takes (zl_opts_apply_url reads them). */
+static const char *const core_keys[] = { "ring", "max_msg", "spin_us", "busy_poll",
+					 "rpos_every", "max_peer_ring", "max_handshakes",
+					 "handshake_timeout_us" };
+
+bool zl_opts_core_key(const char *k)
+{
+	for (size_t i = 0; i < sizeof(core_keys) / sizeof(core_keys[0]); i++)
+		if (!strcmp(k, core_keys[i]))
+			return true;
+	return false;
+}
+
+int zl_opts_check_keys(const struct zl_url *u)
+{
+	for (int i = 0; i < u->nparams; i++)
+		if (!zl_opts_core_key(u->params[i].key)) {
+			ZL_LOG(ZL_LOG_ERROR, "%s: unknown URL option '%s'", u->scheme,
+			       u->params[i].key);
+			return -EINVAL;
+		}
+	return 0;
+}
+
 static int parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out)
 {
 	char *end;
@@ -82,10 +106,18 @@ int zl_opts_check(const struct zl_opts *o)
 		       o->ring_size);
 		return -EINVAL;
 	}
-	if (o->max_msg == 0 || o->max_msg > (1ull << 40) || o->spin_us < -1 ||
-	    o->handshake_timeout_us <= 0 || o->rpos_every > o->ring_size / 2 ||
-	    o->max_peer_ring < 4096 || o->max_peer_ring > (1u << 30) ||
-	    o->max_handshakes < 1 || o->max_handshakes > 65536)
+	const char *bad = o->max_msg == 0 || o->max_msg > (1ull << 40) ? "max_msg must be 1..2^40"
+		: o->spin_us < -1 ? "spin_us must be -1 or more"
+		: o->handshake_timeout_us <= 0 ? "handshake_timeout_us must be positive"
+		: o->rpos_every > o->ring_size / 2 ? "rpos_every must be at most half the ring"
+		: o->max_peer_ring < 4096 || o->max_peer_ring > (1u << 30)
+			? "max_peer_ring must be 4 KiB..1 GiB"
+		: o->max_handshakes < 1 || o->max_handshakes > 65536
+			? "max_handshakes must be 1..65536"
+		: NULL;
+	if (bad) {
+		ZL_LOG(ZL_LOG_ERROR, "options: %s", bad);
 		return -EINVAL;
+	}
 	return 0;
 }

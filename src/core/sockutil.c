@@ -35,7 +35,8 @@ static int resolve(const char *host, const char *port, bool passive, struct addr
 	if (!e)
 		return 0;
 	ZL_LOG(ZL_LOG_ERROR, "cannot resolve '%s': %s", host ? host : "", gai_strerror(e));
-	return e == EAI_MEMORY ? -ENOMEM : e == EAI_SYSTEM ? -errno : -EHOSTUNREACH;
+	/* a name that does not resolve is no address, not an unreachable host */
+	return e == EAI_MEMORY ? -ENOMEM : e == EAI_SYSTEM ? -errno : -EADDRNOTAVAIL;
 }
 
 int zl_tcp_listen(const char *host, const char *port)

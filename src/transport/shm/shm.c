@@ -464,12 +464,18 @@ static int handshake(int sock, const struct zl_opts *o, bool connector, int64_t 
 static int make_addr(const struct zl_url *u, struct sockaddr_un *a, socklen_t *len)
 {
 	size_t n = strlen(u->host);
-	if (n == 0 || n > 100 || u->port[0] || (u->path[0] && strcmp(u->path, "/")))
+	if (zl_opts_check_keys(u))
 		return -EINVAL;
+	if (n == 0 || n > 100 || u->port[0] || (u->path[0] && strcmp(u->path, "/"))) {
+		ZL_LOG(ZL_LOG_ERROR, "shm: need shm://NAME (letters, digits, . _ -; at most 100)");
+		return -EINVAL;
+	}
 	for (const char *p = u->host; *p; p++)
 		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
-		      (*p >= '0' && *p <= '9') || *p == '.' || *p == '_' || *p == '-'))
+		      (*p >= '0' && *p <= '9') || *p == '.' || *p == '_' || *p == '-')) {
+			ZL_LOG(ZL_LOG_ERROR, "shm: need shm://NAME (letters, digits, . _ -; at most 100)");
 			return -EINVAL;
+		}
 	memset(a, 0, sizeof(*a));
 	a->sun_family = AF_UNIX;
 	int k = snprintf(a->sun_path + 1, sizeof(a->sun_path) - 1, "zipline/%s", u->host);

@@ -49,25 +49,6 @@ struct slistener {
 
 static const char *name(bool is_unix) { return is_unix ? "unix" : "tcp"; }
 
-/* Streams have no options of their own, so any non-core key is a typo. */
-static int check_params(const struct zl_url *u)
-{
-	static const char *const core[] = { "ring", "max_msg", "spin_us", "busy_poll",
-					    "rpos_every", "handshake_timeout_us",
-					    "max_peer_ring" };
-	for (int i = 0; i < u->nparams; i++) {
-		size_t k = 0;
-		while (k < sizeof(core) / sizeof(core[0]) && strcmp(core[k], u->params[i].key))
-			k++;
-		if (k == sizeof(core) / sizeof(core[0])) {
-			ZL_LOG(ZL_LOG_ERROR, "%s: unknown URL option '%s'", u->scheme,
-			       u->params[i].key);
-			return -EINVAL;
-		}
-	}
-	return 0;
-}
-
 /* ---- handshake -------------------------------------------------------- */
 
 /* Move n bytes in one direction before deadline. Reading: -ENOTCONN if the
@@ -179,13 +160,14 @@ static int unix_addr(const struct zl_url *u, struct sockaddr_un *sa)
 	return 0;
 }
 
-/* tcp://HOST:PORT; the port may be 0 only for listening. */
+/* tcp://HOST:PORT, the port always given; 0 (any) only for listening. */
 static int tcp_check(const struct zl_url *u, bool passive)
 {
-	bool bad_port = strlen(u->port) > 5 || atoi(u->port) > 65535;
+	bool bad_port = !u->port[0] || strlen(u->port) > 5 || atoi(u->port) > 65535;
 	if ((u->path[0] && strcmp(u->path, "/")) || bad_port ||
 	    (!passive && (!u->host[0] || !atoi(u->port)))) {
-		ZL_LOG(ZL_LOG_ERROR, "tcp: need tcp://HOST:PORT%s", passive ? "" : " with PORT > 0");
+		ZL_LOG(ZL_LOG_ERROR, "tcp: need tcp://HOST:PORT%s",
+		       passive ? " (PORT 0: any free port)" : " with PORT > 0");
 		return -EINVAL;
 	}
 	return 0;
@@ -254,7 +236,7 @@ static struct slistener *l_new(int fd, bool is_unix, const struct zl_opts *o)
 
 static int tcp_listen(const struct zl_url *u, const struct zl_opts *o, zl_listener **out)
 {
-	int rc = check_params(u);
+	int rc = zl_opts_check_keys(u);
 	if (!rc)
 		rc = tcp_check(u, true);
 	if (rc)
@@ -313,7 +295,7 @@ static int unix_listen(const struct zl_url *u, const struct zl_opts *o, zl_liste
 {
 	struct sockaddr_un sa;
 	struct stat st;
-	int rc = check_params(u);
+	int rc = zl_opts_check_keys(u);
 	if (!rc)
 		rc = unix_addr(u, &sa);
 	if (rc)
@@ -368,7 +350,7 @@ static int tcp_connect(const struct zl_url *u, const struct zl_opts *o, int64_t 
 		       zl_channel **out)
 {
 	int64_t deadline = zl_deadline(timeout_us);
-	int rc = check_params(u);
+	int rc = zl_opts_check_keys(u);
 	if (!rc)
 		rc = tcp_check(u, false);
 	if (rc)
@@ -387,7 +369,7 @@ static int unix_connect(const struct zl_url *u, const struct zl_opts *o, int64_t
 {
 	int64_t deadline = zl_deadline(timeout_us);
 	struct sockaddr_un sa;
-	int rc = check_params(u);
+	int rc = zl_opts_check_keys(u);
 	if (!rc)
 		rc = unix_addr(u, &sa);
 	if (rc)

@@ -1080,9 +1080,6 @@ static int parse_params(const struct zl_url *u, struct rd_params *p)
 	p->port = 1;
 	p->gid_index = -1;
 	p->order = -1;
-	static const char *const core_keys[] = { "ring", "max_msg", "spin_us", "busy_poll",
-						 "rpos_every", "handshake_timeout_us",
-						 "max_peer_ring" };
 	for (int i = 0; i < u->nparams; i++) {
 		const char *k = u->params[i].key, *val = u->params[i].val;
 		char *end;
@@ -1103,10 +1100,7 @@ static int parse_params(const struct zl_url *u, struct rd_params *p)
 		else if (!strcmp(k, "order") && !strcmp(val, "split2"))
 			p->order = RD_SPLIT2;
 		else {
-			bool core = false;
-			for (size_t j = 0; j < sizeof(core_keys) / sizeof(core_keys[0]); j++)
-				core |= !strcmp(k, core_keys[j]);
-			if (!core) {
+			if (!zl_opts_core_key(k)) {
 				ZL_LOG(ZL_LOG_ERROR, "rdma: bad URL option %s=%s", k, val);
 				return -EINVAL;
 			}
