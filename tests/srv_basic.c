@@ -178,6 +178,10 @@ int main(int argc, char **argv)
 	 * client never announces a slot twice (serve.c) */
 	if (!strcmp(scheme, "rdma"))
 		CHECKF(info.spurious == 0, "%" PRIu64 " spurious flags", info.spurious);
+	/* honest clients only: the counters of a rogue's traces stay 0 */
+	CHECKF(info.spurious == 0 && info.recovered == 0,
+	       "honest clients counted as %" PRIu64 " spurious flags, %" PRIu64 " recovered",
+	       info.spurious, info.recovered);
 	printf("%s: %d clients x %d calls in %.2f s, %" PRIu64 " requests served, "
 	       "%" PRIu64 " sleeps, %" PRIu64 " spurious, %" PRIu64 " recovered\n",
 	       scheme, nclients, calls, (double)(t1 - t0) / 1e6, info.requests, info.sleeps,

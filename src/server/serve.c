@@ -95,7 +95,7 @@ void srv_take_ready(struct zl_server *s)
 }
 
 static int chan_drain(struct srv_client *cl);
-static int sweep_client(struct srv_client *cl);
+static int sweep_client(struct srv_client *cl, bool attach);
 static int take_slot(struct srv_client *cl, uint32_t k, bool *valid);
 static void rflags_look(struct srv_client *cl);
 
@@ -140,7 +140,7 @@ static void srv_attach(struct zl_server *s, struct srv_client *cl)
 	}
 	chan_drain(cl); /* messages sent before we knew the client */
 	if (cl->kind == CL_MBOX)
-		sweep_client(cl); /* requests sent before we knew the client */
+		sweep_client(cl, true); /* requests sent before we knew the client */
 }
 
 
@@ -215,6 +215,8 @@ static int scan_flags(struct zl_server *s, uint8_t *flags, enum cl_kind kind, si
 		if (!*(volatile uint8_t *)&flags[f])
 			continue; /* consumed meanwhile (chan_request) */
 		*(volatile uint8_t *)&flags[f] = 0;
+		if (!cl)
+			continue; /* not attached yet: its first sweep takes it */
 		bool valid = false;
 		if (cl && !cl->dead && cl->kind == kind)
 			served += take_slot(cl, f % s->o.slots, &valid);
@@ -252,17 +254,39 @@ static void rflags_look(struct srv_client *cl)
 	}
 }
 
-/* Re-read the header of every idle slot whose flag is clear: requests
- * whose flag a rogue cleared. */
-static int sweep_client(struct srv_client *cl)
+/*
+ * Re-read the header of every idle slot whose flag is clear: requests
+ * whose flag a rogue cleared. An honest client stores its flag just after
+ * its header, so a request is taken (and counted as recovered) only when
+ * two sweeps in a row found it waiting with its flag clear: the counter
+ * grows with rogues only. At attach, requests sent before we knew the
+ * client are taken at once (their flags were dropped unattached).
+ */
+static int sweep_client(struct srv_client *cl, bool attach)
 {
 	struct zl_server *s = cl->srv;
 	const uint8_t *f = s->flags + (size_t)cl->idx * s->o.slots;
 	int served = 0;
 	for (uint32_t k = 0; k < s->o.slots && !cl->dead; k++) {
+		struct zl_req *rq = &cl->req[k];
 		if (*(const volatile uint8_t *)&f[k])
 			continue; /* the scan takes it */
 		bool valid;
+		if (attach) {
+			served += take_slot(cl, k, &valid);
+			continue;
+		}
+		uint32_t seq = atomic_load_explicit(&slot_hdr(cl, k)->seq, memory_order_acquire);
+		if (rq->state != REQ_IDLE || seq != rq->seq) {
+			rq->swept = false;
+			continue;
+		}
+		if (!rq->swept || rq->swept_seq != seq) {
+			rq->swept = true; /* its flag may be on its way */
+			rq->swept_seq = seq;
+			continue;
+		}
+		rq->swept = false;
 		int got = take_slot(cl, k, &valid);
 		served += got;
 		CNT_ADD(s, recovered, (uint64_t)got);
@@ -276,7 +300,7 @@ static int sweep(struct zl_server *s)
 	for (struct srv_client *cl = s->clients, *next; cl; cl = next) {
 		next = cl->next;
 		if (cl->kind == CL_MBOX)
-			served += sweep_client(cl);
+			served += sweep_client(cl, false);
 	}
 	return served;
 }
@@ -303,13 +327,15 @@ static int chan_request(struct srv_client *cl, const uint8_t *p, size_t n)
 		rq->bell = false;
 		cl->bells--;
 		s->nbells--;
-	} else if (cl->kind == CL_RMBOX) {
+	} else if (cl->kind == CL_RMBOX || cl->kind == CL_MBOX) {
 		/* Served (after another client doorbell) before the scan took
 		 * its own doorbell, which the client wrote before the message,
 		 * so it has landed. Consume it now, before the reply lets the
 		 * client write the slot again: a late flag could otherwise
-		 * announce a slot whose WRITE is still landing. */
-		*(volatile uint8_t *)&s->rflags[(size_t)cl->idx * s->o.slots + h.slot] = 0;
+		 * announce a slot whose WRITE is still landing (rdma), and
+		 * would be counted as spurious. */
+		uint8_t *f = cl->kind == CL_RMBOX ? s->rflags : s->flags;
+		*(volatile uint8_t *)&f[(size_t)cl->idx * s->o.slots + h.slot] = 0;
 	}
 	rq->type = h.type;
 	rq->data = p + sizeof(h);

@@ -34,6 +34,8 @@ struct zl_req {
 	bool replied;
 	bool reserved;  /* zl_reply_reserve is open */
 	bool bell;      /* its doorbell came before its channel message */
+	bool swept;     /* a sweep found swept_seq waiting with its flag clear */
+	uint32_t swept_seq;
 	const uint8_t *data;
 	size_t len;
 	uint8_t *copy;  /* a deferred channel request's own bytes */
