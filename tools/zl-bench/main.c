@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "zipline.h"
+#include "cli.h"
 #include "zl-bench.h"
 #include "stream.h"
 
@@ -55,7 +56,7 @@ static const char usage_text[] =
 	"      floor, spsc, shm:// and shm:// zero-copy in ONE run, in interleaved\n"
 	"      blocks whose order rotates, so that a machine changing speed (a\n"
 	"      shared VM) changes it for all alike; per method the RTT statistics\n"
-	"      and its ratio to the floor with a 95%% confidence interval. Default\n"
+	"      and its ratio to the floor with a 95% confidence interval. Default\n"
 	"      size 64, 200000 round trips per method in 400 block rounds.\n"
 	"  rawtcp   [--size S[,S...]] [--iters N] [--warmup W] [--csv FILE]\n"
 	"           [--loop block|epoll]\n"
@@ -120,18 +121,28 @@ static const char usage_text[] =
 	"\n"
 	"exit status: 0 success, 1 a benchmark or transport failed, 2 usage\n";
 
+/* A usage error: one line naming it, and where the help is (exit 2);
+ * with no message, the usage on stderr (no command given). */
 __attribute__((format(printf, 1, 2))) static int usage(const char *fmt, ...)
 {
 	va_list ap;
-	if (fmt) {
-		fprintf(stderr, "zl-bench: ");
-		va_start(ap, fmt);
-		vfprintf(stderr, fmt, ap);
-		va_end(ap);
-		fprintf(stderr, "\n\n");
+	if (!fmt) {
+		fputs(usage_text, stderr);
+		return 2;
 	}
-	fputs(usage_text, stderr);
+	fprintf(stderr, "zl-bench: ");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, " (zl-bench --help)\n");
 	return 2;
+}
+
+/* --help: the usage on stdout, exit 0 */
+static int help(void)
+{
+	fputs(usage_text, stdout);
+	return 0;
 }
 
 /* ---- value parsers ---------------------------------------------------- */
@@ -284,6 +295,8 @@ static int allowed(enum cmd c, int opt)
 int main(int argc, char **argv)
 {
 	cpu_count(); /* remember the CPUs we may use before anything is pinned */
+	if (zl_cli_version(argc, argv, "zl-bench", zl_version()))
+		return 0;
 	if (argc < 2)
 		return usage(NULL);
 	const char *name = argv[1];
@@ -309,7 +322,7 @@ int main(int argc, char **argv)
 	else if (!strcmp(name, "stream-compare"))
 		cmd = C_STREAM_CMP;
 	else if (!strcmp(name, "--help") || !strcmp(name, "-h") || !strcmp(name, "help"))
-		return usage(NULL);
+		return help();
 	else
 		return usage("unknown command '%s'", name);
 
@@ -341,7 +354,7 @@ int main(int argc, char **argv)
 		}
 		switch (opt) {
 		case O_HELP:
-			return usage(NULL);
+			return help();
 		case O_URL: url = optarg; break;
 		case O_SIZE: case O_SIZES: sizes_arg = optarg; break;
 		case O_ITERS:

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "proto.h"
 #include "service.h"
 #include "zl-kvd.h"
@@ -148,6 +149,8 @@ static void stop_all(struct zl_kvd *d, zl_kvos *os)
 
 int main(int argc, char **argv)
 {
+	if (zl_cli_version(argc, argv, "zl-kvd", zl_version()))
+		return 0;
 	enum { O_LISTEN = 256, O_MEM, O_EVERY, O_SLOTS, O_SLOT_SIZE, O_CLIENTS, O_SPIN, O_STATS,
 	       O_OS, O_OS_REGION, O_OS_SLOTS, O_OS_HB, O_OS_MAXREG };
 	static const struct option lo[] = {
@@ -177,8 +180,9 @@ int main(int argc, char **argv)
 	zl_server_opts_init(&so);
 	so.max_req = ZL_KVP_MAX_REQ;
 	so.slot_size = ZL_KVD_SLOT_SIZE;
-	int c;
-	while ((c = getopt_long(argc, argv, "qh", lo, NULL)) != -1) {
+	int c, li = 0;
+	opterr = 0; /* our one-line errors below */
+	while ((c = getopt_long(argc, argv, "qh", lo, &li)) != -1) {
 		switch (c) {
 		case O_LISTEN:
 			if (nurls == 8) {
@@ -250,12 +254,14 @@ int main(int argc, char **argv)
 			fputs(usage_text, stdout);
 			return 0;
 		default:
-			fputs(usage_text, stderr);
+			fprintf(stderr, "zl-kvd: bad or incomplete option '%s' (zl-kvd --help)\n",
+				argv[optind - 1]);
 			return 2;
 		}
 	}
 	if (optind < argc || (!nurls && !stats_url) || (nurls && stats_url)) {
-		fputs(usage_text, stderr);
+		fprintf(stderr, "zl-kvd: %s (zl-kvd --help)\n",
+			optind < argc ? "unexpected argument" : "want --listen URL or --stats URL, not both");
 		return 2;
 	}
 	if (!getenv("ZL_LOG"))
@@ -324,7 +330,6 @@ int main(int argc, char **argv)
 	stop_all(d, os);
 	return rc ? 1 : 0;
 bad:
-	fprintf(stderr, "zl-kvd: bad option value: %s\n\n", optarg);
-	fputs(usage_text, stderr);
+	fprintf(stderr, "zl-kvd: bad value '%s' for --%s (zl-kvd --help)\n", optarg, lo[li].name);
 	return 2;
 }

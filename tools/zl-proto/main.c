@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "clock.h"
 #include "node.h"
 #include "oob.h"
@@ -168,14 +169,15 @@ int main(int argc, char **argv)
 {
 	struct params p;
 	char err[256];
+	if (zl_cli_version(argc, argv, "zl-proto", ZL_VERSION_NUM))
+		return 0; /* (verbs only: it does not link the library) */
 	int r = params_parse(&p, argc, argv, err, sizeof(err));
 	if (r == 1) {
 		params_usage(stdout);
 		return 0;
 	}
 	if (r) {
-		fprintf(stderr, "zl-proto: %s\n", err);
-		fprintf(stderr, "(zl-proto --help for the options)\n");
+		fprintf(stderr, "zl-proto: %s (zl-proto --help)\n", err);
 		return 2;
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);

@@ -47,12 +47,16 @@ static int zh_open(const char *addr, const struct be_conf *cf, void **h)
 			 ZL_KV_MAX_VAL, ZL_KV_MAX_SCAN);
 		return -EINVAL;
 	}
-	uint64_t deadline = now_ns() + (uint64_t)cf->timeout_us * 1000;
+	uint64_t start = now_ns(), deadline = start + (uint64_t)cf->timeout_us * 1000;
+	/* refused or not there yet: the server may still be starting, but a
+	 * wrong address is reported within a second */
+	uint64_t refused_until = start + (cf->timeout_us < 1000000 ? (uint64_t)cf->timeout_us : 1000000) * 1000;
 	int rc;
-	for (;;) { /* the server may still be starting */
+	for (;;) {
 		int64_t left = (int64_t)(deadline - now_ns()) / 1000;
 		rc = zl_kv_connect(addr, NULL, left > 0 ? left : 0, &z->kv);
-		if ((rc != -ECONNREFUSED && rc != -ENOENT) || left <= 50000)
+		if ((rc != -ECONNREFUSED && rc != -ENOENT) ||
+		    (int64_t)(refused_until - now_ns()) <= 50000000)
 			break;
 		usleep(50000);
 	}

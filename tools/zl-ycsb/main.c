@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "ycsb.h"
 
 #define DEF_RECORDS 100000 /* YCSB's 1,000,000 is --records 1000000 */
@@ -119,6 +120,8 @@ static const struct backend *pick(const char *url, const char **addr)
 
 int main(int argc, char **argv)
 {
+	if (zl_cli_version(argc, argv, "zl-ycsb", zl_version()))
+		return 0;
 	static const struct option lo[] = {
 		{"workload", 1, 0, 'w'}, {"phase", 1, 0, 'p'},    {"records", 1, 0, 'r'},
 		{"ops", 1, 0, 'o'},      {"fieldcount", 1, 0, 'F'}, {"fieldlength", 1, 0, 'L'},
@@ -136,6 +139,7 @@ int main(int argc, char **argv)
 	o.w.fieldlength = 100;
 	workload_set(&o.w, 'a');
 
+	opterr = 0; /* our one-line errors below */
 	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
 		switch (c) {
 		case 'w':
@@ -203,7 +207,7 @@ int main(int argc, char **argv)
 		case 'q': o.quiet = 1; break;
 		case 'u': o.url = optarg; break;
 		case 'h': return usage(NULL);
-		default: return usage("bad option");
+		default: return usage("bad or incomplete option '%s'", argv[optind - 1]);
 		}
 	}
 	if (optind < argc)

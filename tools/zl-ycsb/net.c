@@ -81,13 +81,16 @@ int conn_open(struct conn *c, const char *hostport, size_t rcap, size_t wcap,
 	struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai;
 	int g = getaddrinfo(host, colon + 1, &hints, &ai);
 	if (g)
-		return conn_fail(c, -EHOSTUNREACH, "%s: %s", hostport, gai_strerror(g));
-	uint64_t deadline = mono_us() + (uint64_t)timeout_us;
+		return conn_fail(c, -EADDRNOTAVAIL, "%s: %s", hostport, gai_strerror(g));
+	uint64_t start = mono_us(), deadline = start + (uint64_t)timeout_us;
+	/* refused: the server may still be starting, but a user who typed the
+	 * wrong port hears of it within a second */
+	uint64_t refused_until = start + (timeout_us < 1000000 ? (uint64_t)timeout_us : 1000000);
 	int rc;
-	for (;;) { /* refused: the server may still be starting */
+	for (;;) {
 		int64_t left = (int64_t)(deadline - mono_us());
 		rc = try_connect(ai, left > 0 ? left : 0, &c->fd);
-		if (rc != -ECONNREFUSED || left <= 50000)
+		if (rc != -ECONNREFUSED || (int64_t)(refused_until - mono_us()) <= 50000)
 			break;
 		usleep(50000);
 	}
