@@ -37,6 +37,42 @@ bool zp_peer_rd_shut(struct zsock *z)
 	       atomic_load_explicit(&z->tx->rd_shut, memory_order_acquire);
 }
 
+/* The peer sends no more: it shut its sending side (on either path) or
+ * closed, or its kernel stream ended. */
+bool zp_peer_wr_shut(struct zsock *z)
+{
+	return atomic_load(&z->peer_eof) || zp_peer_closed(z) ||
+	       (z->rx && zp_trusted(z) && atomic_load_explicit(&z->rx->wr_shut, memory_order_acquire));
+}
+
+/* The peer shut its sending side (a FIN, not a close that resets) */
+bool zp_peer_fin(struct zsock *z)
+{
+	return atomic_load(&z->peer_eof) ||
+	       (z->rx && zp_trusted(z) && atomic_load_explicit(&z->rx->wr_shut, memory_order_acquire));
+}
+
+/*
+ * A TCP peer that shut both ways (in FIN_WAIT with its reading side shut)
+ * answers new data with a reset (RFC 1122 4.2.2.13; Linux's
+ * tcp_rcv_state_process does so): the data is dropped, our send succeeds,
+ * our next one fails with EPIPE, and the peer reads what it had queued,
+ * then ECONNRESET. On one host we play both kernels: true when our data
+ * would meet such a peer, and the reset is then set for it to see.
+ */
+bool zp_peer_refuses_data(struct zsock *z)
+{
+	if (z->is_unix || !z->sh || !zp_trusted(z) ||
+	    !atomic_load_explicit(&z->tx->rd_shut, memory_order_acquire) ||
+	    !atomic_load_explicit(&z->rx->wr_shut, memory_order_acquire))
+		return false;
+	if (!atomic_exchange_explicit(&z->sh->reset[z->side], 1, memory_order_acq_rel)) {
+		NOTIFY_RX(z); /* it may sleep on its input */
+		NOTIFY_TX(z);
+	}
+	return true;
+}
+
 /* The peer broke the protocol (sock.c's top): the connection ends. */
 void zp_lie(struct zsock *z, const char *what)
 {

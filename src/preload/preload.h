@@ -59,7 +59,7 @@ extern bool zp_allow_other_uid;
 /* ---- shared memory: one memfd per connection, made by the client ------- */
 
 #define ZP_MAGIC 0x5a4c5052u /* "ZLPR" */
-#define ZP_VERSION 3
+#define ZP_VERSION 4
 #define ZP_BACK 2 /* a direction's state: back on the kernel stream (tx.c) */
 #define ZP_HDR 4096
 
@@ -80,12 +80,16 @@ struct zp_dir {
 	_Atomic uint64_t kresume;     /* state 2: kernel bytes (data, then wake-ups)
 				       * before the kernel stream's data resumes */
 	_Atomic uint64_t wakes;       /* wake-up bytes sent on the kernel stream */
-	char pad0[64 - 56];
+	_Atomic uint32_t wr_shut;     /* the sender shut its sending side, on the
+				       * ring or (after state 2) the kernel stream */
+	char pad0[64 - 60];
 	_Atomic uint64_t head;        /* bytes ever consumed */
 	_Atomic uint32_t rx_sleeping; /* receivers asleep on their socket */
 	_Atomic uint32_t rx_kick;
 	_Atomic uint32_t rd_shut;     /* the receiver shut its reading side: on a
-				       * Unix socket the sender's sends fail (EPIPE) */
+				       * Unix socket the sender's sends fail (EPIPE);
+				       * on TCP its data resets once the receiver
+				       * shut its sending side too */
 	char pad1[64 - 20];
 };
 
@@ -139,6 +143,7 @@ struct zsock {
 				    * an edge-triggered writer only after one) */
 	/* back on the kernel stream (tx.c: for fd passing, urgent data) */
 	bool tx_back;             /* our sends went back */
+	bool krd_shut;            /* our SHUT_RD given to the kernel too */
 	_Atomic bool back_done;   /* and the peer's: a kernel socket again */
 	_Atomic bool peer_back;   /* the peer's did: ours follow */
 	_Atomic uint64_t rx_bt, rx_kr; /* its back_tail and kresume, read once
@@ -203,6 +208,10 @@ bool zp_peer_reset(struct zsock *z);   /* its reset, or a lie: sticky */
 bool zp_peer_closed(struct zsock *z);  /* its end of stream, with its final tail */
 bool zp_peer_gone(struct zsock *z);    /* its side closed for good */
 bool zp_peer_rd_shut(struct zsock *z); /* a Unix peer shut its reading side */
+bool zp_peer_wr_shut(struct zsock *z);      /* it sends no more */
+bool zp_peer_fin(struct zsock *z);          /* ... by a shutdown */
+bool zp_peer_refuses_data(struct zsock *z); /* a TCP peer shut both ways: our
+					     * data resets the connection */
 uint64_t zp_rx_switch(struct zsock *z); /* its kbytes once switched, or ZP_UNLATCHED */
 bool zp_rx_left(struct zsock *z, uint64_t *left); /* input still on the kernel stream,
 						      * *left bytes of it */
@@ -220,6 +229,8 @@ bool zp_rx_back(struct zsock *z); /* the peer's sends went back (read once) */
 void zp_skip_wakes(struct zsock *z); /* its wake-ups before its data resumes */
 uint64_t zp_wakes_due(struct zsock *z); /* ... of them still to consume */
 void zp_back_done(struct zsock *z); /* both ways back and drained: a kernel socket */
+void zp_kernel_rd_shut(struct zsock *z); /* both ways back: the kernel keeps our
+					  * SHUT_RD (under z->lock) */
 void zp_ring_copy(uint8_t *ring, uint32_t size, uint64_t pos, const struct iovec *iov, int n,
 		  size_t off, size_t len, bool to_ring);
 int zp_iov_sub(const struct iovec *iov, int n, size_t off, size_t max, struct iovec *tmp);
@@ -231,6 +242,12 @@ ssize_t zp_recv(struct zsock *z, const struct iovec *iov, int n, int flags);
  * out, msg_flags out): ancillary data comes with kernel stream bytes only */
 ssize_t zp_recvmsg(struct zsock *z, const struct iovec *iov, int n, struct msghdr *m, int flags);
 ssize_t zp_send(struct zsock *z, const struct iovec *iov, int n, int flags);
+/* total bytes a TCP peer's reset drops (zp_peer_refuses_data): total the
+ * first time, then -1 EPIPE */
+ssize_t zp_send_dropped(struct zsock *z, size_t total, int flags);
+/* a send after our SHUT_WR or a Unix peer's SHUT_RD: -1, the peer's reset
+ * once (TCP), then EPIPE */
+ssize_t zp_send_shut(struct zsock *z, int flags);
 /* with ancillary data (ctl, ctllen: fds, credentials) or MSG_OOB, which
  * send our direction back to the kernel stream (zp_switch_back) */
 ssize_t zp_sendmsg(struct zsock *z, const struct iovec *iov, int n, const void *ctl, size_t ctllen,

@@ -208,6 +208,15 @@ ssize_t zp_recvmsg(struct zsock *z, const struct iovec *iov, int n, struct msghd
 	if (flags & MSG_OOB) { /* urgent data travels only on the kernel stream */
 		if (cm)
 			cm->msg_controllen = cap;
+		/* a TCP connection reset before the peer's FIN is closed in the
+		 * kernel: where an urgent byte came, that is ENOTCONN */
+		if (!z->is_unix && zp_peer_reset(z) && !zp_peer_fin(z)) {
+			char c;
+			if (zp_real.recv(z->fd, &c, 1, MSG_OOB | MSG_PEEK | MSG_DONTWAIT) >= 0 ||
+			    errno != EINVAL)
+				errno = ENOTCONN;
+			return -1;
+		}
 		return kernel_read(z, iov, n, 0, SIZE_MAX, flags & ~MSG_DONTWAIT, cm);
 	}
 	if (cm)

@@ -405,6 +405,19 @@ void zp_poll_join(struct zsock *z)
 /* Both directions back on the kernel stream and the peer's ring and
  * wake-ups consumed: the socket is a kernel socket again, here (and in
  * each process of ours when it gets here). */
+/* Our reading side's shutdown is the kernel's too once both directions
+ * are back on the kernel stream (TCP: a peer's data after both our
+ * shutdowns resets; Unix: its sends fail). Before, the ring's wake-ups
+ * come through the kernel socket, which a kernel SHUT_RD would make always
+ * readable (and, on TCP after our FIN, reset by them). */
+void zp_kernel_rd_shut(struct zsock *z)
+{
+	if (z->rd_shut && !z->krd_shut && z->tx_back && zp_rx_back(z)) {
+		z->krd_shut = true;
+		zp_real.shutdown(z->fd, SHUT_RD);
+	}
+}
+
 void zp_back_done(struct zsock *z)
 {
 	if (!z->tx_back || atomic_load(&z->back_done))
@@ -413,6 +426,7 @@ void zp_back_done(struct zsock *z)
 	if (!atomic_load(&z->back_done) && z->refs > 0) {
 		atomic_store(&z->back_done, true);
 		ZL_LOG(ZL_LOG_DEBUG, "preload: fd %d: back on the kernel stream both ways", z->fd);
+		zp_kernel_rd_shut(z);
 		unswitch(z);
 	}
 	pthread_mutex_unlock(&z->lock);
@@ -445,8 +459,8 @@ short zp_ready(struct zsock *z, short events)
 	if ((end || z->rd_shut) &&
 	    (z->wr_shut || (z->is_unix && (zp_peer_gone(z) || zp_peer_rd_shut(z)))))
 		r |= POLLHUP; /* both ways shut, as the kernel says */
-	if (z->gone_sent) /* TCP: the peer's kernel reset us */
-		r |= POLLHUP | (z->so_err ? POLLERR : 0);
+	if (z->gone_sent) /* TCP: the peer's kernel reset us: closed both ways */
+		r |= POLLIN | POLLRDHUP | POLLOUT | POLLHUP | (z->so_err ? POLLERR : 0);
 	if (atomic_load_explicit(&z->reset_seen, memory_order_acquire) &&
 	    !atomic_load_explicit(&z->tx_ring, memory_order_acquire))
 		r |= POLLIN | POLLHUP | (z->reset_told ? 0 : POLLERR); /* a lie, on the kernel */

@@ -183,11 +183,34 @@ static ssize_t into_ring(struct zsock *z, size_t n)
 	return (ssize_t)done;
 }
 
+/* Bytes for a TCP peer that shut both ways (zp_peer_refuses_data): the
+ * kernel takes them from the source and its reset drops them; after that
+ * first call, EPIPE before any byte leaves the source. */
+static ssize_t refused(struct zsock *z, int in, off_t *off, size_t len, unsigned flags,
+		       bool sendfile_call)
+{
+	if (z->gone_sent || !len)
+		return zp_send_dropped(z, len, 0);
+	size_t n = len < CHUNK ? len : CHUNK;
+	ssize_t k;
+	if (sendfile_call) {
+		k = off ? pread(in, bounce, n, *off) : zp_real.read(in, bounce, n);
+		if (k > 0 && off)
+			*off += (off_t)k;
+	} else {
+		k = zp_real.splice(in, NULL, own[1], NULL, n, flags);
+		drop(k > 0 ? (size_t)k : 0);
+	}
+	return k <= 0 ? k : zp_send_dropped(z, (size_t)k, 0);
+}
+
 /* pipe in into the switched socket z */
 static ssize_t to_socket(struct zsock *z, int in, size_t len, unsigned flags)
 {
-	if (zp_peer_rd_shut(z)) /* (the kernel's call would not know) */
-		return zp_epipe(0);
+	if (z->wr_shut || zp_peer_rd_shut(z)) /* (the kernel's call would not know) */
+		return zp_send_shut(z, 0);
+	if (zp_peer_refuses_data(z))
+		return refused(z, in, NULL, len, flags, false);
 	bool moved = false;
 	ssize_t r = kernel_call(z, in, NULL, len, flags, false, &moved);
 	if (!moved)
@@ -232,8 +255,10 @@ ssize_t zp_sendfile(int out, int in, off_t *off, size_t count)
 		return zp_real.sendfile(out, in, off, count); /* a socket as input: EINVAL */
 	if (!bounce && !(bounce = malloc(CHUNK)))
 		return -1;
-	if (zp_peer_rd_shut(zo)) /* (the kernel's call would not know) */
-		return zp_epipe(0);
+	if (zo->wr_shut || zp_peer_rd_shut(zo)) /* (the kernel's call would not know) */
+		return zp_send_shut(zo, 0);
+	if (zp_peer_refuses_data(zo))
+		return refused(zo, in, off, count, 0, true);
 	bool moved = false;
 	ssize_t r = kernel_call(zo, in, off, count, 0, true, &moved);
 	if (!moved)

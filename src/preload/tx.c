@@ -86,6 +86,12 @@ void zp_switch_back(struct zsock *z)
 	atomic_store_explicit(&z->tx->state, ZP_BACK, memory_order_release);
 	atomic_store(&z->tx_k, kr);
 	z->tx_back = true;
+	/* our ring was closed (SHUT_WR): the kernel stream now ends after our
+	 * wake-ups, as the peer reads it from now on (it needs no wake-up from
+	 * us: we follow its way back, or send nothing) */
+	if (z->wr_shut)
+		zp_real.shutdown(z->fd, SHUT_WR);
+	zp_kernel_rd_shut(z);
 	pthread_mutex_unlock(&z->tx_lock);
 	ZL_LOG(ZL_LOG_DEBUG, "preload: fd %d: our sends went back to the kernel stream", z->fd);
 }
@@ -126,6 +132,29 @@ static ssize_t zp_send_refused(struct zsock *z, size_t total, int flags, bool re
 	return (ssize_t)total;
 }
 
+ssize_t zp_send_shut(struct zsock *z, int flags)
+{
+	if (!z->is_unix && !z->reset_told && zp_peer_reset(z)) {
+		z->reset_told = true; /* the kernel's pending error comes first */
+		errno = ECONNRESET;
+		return -1;
+	}
+	if (z->so_err == EPIPE)
+		z->so_err = 0; /* (the pending error this call reports) */
+	int err = 0;
+	socklen_t l = sizeof(err);
+	if (!z->is_unix && !zp_real.getsockopt(z->fd, SOL_SOCKET, SO_ERROR, &err, &l) && err) {
+		errno = err; /* the kernel socket's reset (after both ways went back) */
+		return -1;
+	}
+	return zp_epipe(flags);
+}
+
+ssize_t zp_send_dropped(struct zsock *z, size_t total, int flags)
+{
+	return zp_send_refused(z, total, flags, false);
+}
+
 ssize_t zp_send(struct zsock *z, const struct iovec *iov, int n, int flags)
 {
 	return zp_sendmsg(z, iov, n, NULL, 0, flags);
@@ -139,8 +168,10 @@ ssize_t zp_sendmsg(struct zsock *z, const struct iovec *iov, int n, const void *
 	size_t total = 0, sent = 0;
 	for (int i = 0; i < n; i++)
 		total += iov[i].iov_len;
-	if (z->wr_shut || zp_peer_rd_shut(z))
-		return zp_epipe(flags); /* (before a way back for fds) */
+	if (z->wr_shut || zp_peer_rd_shut(z)) /* (before a way back for fds) */
+		return zp_send_shut(z, flags);
+	if (total && zp_peer_refuses_data(z))
+		return zp_send_refused(z, total, flags, false);
 	if ((flags & MSG_OOB) || ctllen) { /* what a ring cannot carry */
 		zp_poll_join(z);
 		pthread_mutex_lock(&z->lock);
@@ -241,26 +272,38 @@ int zp_shutdown(struct zsock *z, int how)
 		return -1;
 	}
 	zp_poll_join(z);
+	/* a TCP connection that was reset, or whose both ways ended, is
+	 * closed in the kernel: its shutdown fails with ENOTCONN (after
+	 * taking effect) */
+	bool closed = !z->is_unix && (z->gone_sent || zp_peer_reset(z) ||
+				      (z->wr_shut && zp_peer_wr_shut(z)));
 	pthread_mutex_lock(&z->lock);
 	bool ring = atomic_load(&z->tx_ring);
 	if (how != SHUT_RD) {
 		z->wr_shut = true;
+		atomic_store_explicit(&z->tx->wr_shut, 1, memory_order_release);
 		if (!z->tx_back) /* (after our way back the kernel's FIN says it) */
 			atomic_store_explicit(&z->tx->closed, 1, memory_order_release);
 		NOTIFY_RX(z);
 	}
 	if (how != SHUT_WR) {
 		z->rd_shut = true;
+		zp_kernel_rd_shut(z);
 		/* a Unix peer's sends fail from now on, on its ring as on the
 		 * kernel stream (which stays open: a kernel shutdown would read
 		 * as the peer's end here); a socket that joins later says it
-		 * then (rendezvous.c) */
-		if (z->is_unix && z->rx) {
+		 * then (rendezvous.c). A TCP peer's data resets once we shut
+		 * both ways (zp_peer_refuses_data). */
+		if (z->rx) {
 			atomic_store_explicit(&z->rx->rd_shut, 1, memory_order_release);
 			NOTIFY_TX(z); /* a sender waiting for room gets its EPIPE */
 		}
 	}
 	pthread_mutex_unlock(&z->lock);
+	if (closed && zp_real.fcntl(z->fd, F_GETFD) >= 0) {
+		errno = ENOTCONN;
+		return -1;
+	}
 	if (how == SHUT_RD || ring)
 		return zp_real.fcntl(z->fd, F_GETFD) < 0 ? -1 : 0; /* EBADF as the kernel */
 	return zp_real.shutdown(z->fd, SHUT_WR);

@@ -267,6 +267,106 @@ static int case_reset_send_first(struct ctx *x)
 	return 0;
 }
 
+/* TCP: data that reaches a peer which shut both ways is answered with a
+ * reset (RFC 1122 4.2.2.13): the sender's send succeeds, its next fails
+ * with EPIPE (SO_ERROR says it once); the peer reads what it had queued,
+ * then ECONNRESET, then the end; both sockets are closed (shutdown gives
+ * ENOTCONN). A Unix socket fails the send at once. */
+static int case_data_after_both_shut_resets(struct ctx *x)
+{
+	char b[16];
+	unsigned ev = 0;
+	int err;
+	EXPECT_RET(write(x->c, "queued", 6), 6);
+	TRY(wait_for(x->s, POLLIN, "the bytes at the peer"));
+	EXPECT_OK(shutdown(x->s, SHUT_RDWR));
+	TRY(wait_for(x->c, POLLIN | POLLRDHUP, "the peer's shutdown"));
+	if (x->fam == AF_UNIX) {
+		EXPECT_ERR(send(x->c, "x", 1, MSG_NOSIGNAL), EPIPE);
+		return 0;
+	}
+	EXPECT_RET(send(x->c, "", 0, MSG_NOSIGNAL), 0);
+	EXPECT_RET(send(x->c, "late", 4, MSG_NOSIGNAL), 4);
+	TRY(wait_for(x->c, POLLIN | POLLOUT | POLLHUP | POLLERR, "the peer's kernel's reset"));
+	TRY(wait_for(x->s, POLLERR, "the reset at the peer"));
+	TRY(poll1(x->s, POLLIN | POLLOUT | POLLRDHUP, 0, &ev));
+	CHECK((ev & EV_MASK) == (POLLIN | POLLOUT | POLLERR | POLLHUP | POLLRDHUP),
+	      "poll at the peer after the reset: %s", evname(ev & EV_MASK));
+	TRY(poll1(x->c, POLLIN | POLLOUT | POLLRDHUP, 0, &ev));
+	CHECK((ev & EV_MASK) == (POLLIN | POLLOUT | POLLERR | POLLHUP | POLLRDHUP),
+	      "poll after the reset: %s", evname(ev & EV_MASK));
+	TRY(so_error(x->c, &err));
+	CHECK(err == EPIPE, "SO_ERROR after the reset: %s, want EPIPE", errname(err));
+	EXPECT_ERR(send(x->c, "a", 1, MSG_NOSIGNAL), EPIPE);
+	EXPECT_ERR(shutdown(x->c, SHUT_WR), ENOTCONN);
+	EXPECT_RET(recv(x->s, b, sizeof b, MSG_DONTWAIT), 6);
+	CHECK(!memcmp(b, "queued", 6), "the queued bytes differ");
+	EXPECT_ERR(recv(x->s, b, sizeof b, MSG_DONTWAIT), ECONNRESET);
+	EXPECT_RET(recv(x->s, b, sizeof b, MSG_DONTWAIT), 0);
+	EXPECT_ERR(shutdown(x->s, SHUT_RD), ENOTCONN);
+	EXPECT_ERR(send(x->s, "a", 1, MSG_NOSIGNAL), EPIPE);
+	return 0;
+}
+
+/* The peer's reset is the error a send after our own SHUT_WR reports
+ * first (TCP), then EPIPE. */
+static int case_reset_before_epipe(struct ctx *x)
+{
+	if (x->fam == AF_UNIX)
+		return skipf("a reset is TCP's here");
+	EXPECT_OK(shutdown(x->s, SHUT_RDWR));
+	TRY(wait_for(x->c, POLLRDHUP, "the peer's shutdown"));
+	EXPECT_RET(send(x->c, "late", 4, MSG_NOSIGNAL), 4);
+	TRY(wait_for(x->s, POLLERR, "the reset at the peer"));
+	EXPECT_ERR(send(x->s, "a", 1, MSG_NOSIGNAL), ECONNRESET);
+	EXPECT_ERR(send(x->s, "a", 1, MSG_NOSIGNAL), EPIPE);
+	return 0;
+}
+
+/* Both ways shut on TCP: once both FINs crossed, the connection is closed
+ * at both ends (shutdown says ENOTCONN); a Unix pair stays connected. */
+static int case_both_fins_close(struct ctx *x)
+{
+	char b[4];
+	EXPECT_OK(shutdown(x->c, SHUT_WR));
+	TRY(wait_for(x->s, POLLIN | POLLRDHUP, "the first end of stream"));
+	EXPECT_RET(recv(x->s, b, sizeof b, MSG_DONTWAIT), 0);
+	EXPECT_OK(shutdown(x->s, SHUT_WR));
+	TRY(wait_for(x->c, POLLIN | POLLRDHUP | POLLHUP, "the second end of stream"));
+	EXPECT_RET(recv(x->c, b, sizeof b, MSG_DONTWAIT), 0);
+	usleep(20000); /* (the last ACK on its way: loopback takes microseconds) */
+	if (x->fam == AF_UNIX) {
+		EXPECT_OK(shutdown(x->c, SHUT_RD));
+		EXPECT_OK(shutdown(x->s, SHUT_RD));
+	} else {
+		EXPECT_ERR(shutdown(x->c, SHUT_RD), ENOTCONN);
+		EXPECT_ERR(shutdown(x->s, SHUT_RD), ENOTCONN);
+	}
+	return 0;
+}
+
+/* sendfile after our own SHUT_WR fails with EPIPE, as send does. */
+static int case_sendfile_after_shut_wr(struct ctx *x)
+{
+	char path[128];
+	snprintf(path, sizeof path, "%s/file", g_dir);
+	int f = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	CHECK(f >= 0, "open: %s", errname(errno));
+	unlink(path);
+	int rc = write_full(f, "abcdef", 6, "file");
+	off_t off = 0;
+	if (!rc && shutdown(x->c, SHUT_WR))
+		rc = failf("shutdown: %s", errname(errno));
+	ssize_t r = rc ? 0 : sendfile(x->c, f, &off, 6);
+	int e = errno;
+	if (!rc && (r != -1 || e != EPIPE))
+		rc = failf("sendfile after SHUT_WR: %s, want EPIPE", rets(r, e));
+	if (!rc && off != 0)
+		rc = failf("sendfile after SHUT_WR took %lld bytes", (long long)off);
+	close(f);
+	return rc;
+}
+
 /* ---- epoll ------------------------------------------------------------------- */
 
 /* epoll_wait gives every ready fd the caller has room for: 300 pipes
@@ -677,6 +777,10 @@ static const struct test tests[] = {
 	{ "peer_shut_rd_wakes_sender", case_peer_shut_rd_wakes_sender },
 	{ "reset_queued", case_reset_queued },
 	{ "reset_send_first", case_reset_send_first },
+	{ "data_after_both_shut_resets", case_data_after_both_shut_resets },
+	{ "reset_before_epipe", case_reset_before_epipe },
+	{ "both_fins_close", case_both_fins_close },
+	{ "sendfile_after_shut_wr", case_sendfile_after_shut_wr },
 	{ "epoll_many_ready", case_epoll_many_ready },
 	{ "epoll_et_all_events", case_epoll_et_all_events },
 	{ "splice_socket_to_full_pipe", case_splice_socket_to_full_pipe },
