@@ -143,7 +143,7 @@ struct zsock {
 				    * an edge-triggered writer only after one) */
 	/* back on the kernel stream (tx.c: for fd passing, urgent data) */
 	bool tx_back;             /* our sends went back */
-	bool krd_shut;            /* our SHUT_RD given to the kernel too */
+	_Atomic bool krd_shut;    /* our SHUT_RD given to the kernel too */
 	_Atomic bool back_done;   /* and the peer's: a kernel socket again */
 	_Atomic bool peer_back;   /* the peer's did: ours follow */
 	_Atomic uint64_t rx_bt, rx_kr; /* its back_tail and kresume, read once

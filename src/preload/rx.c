@@ -357,6 +357,8 @@ void zp_drain(struct zsock *z)
 	char buf[256];
 	for (int i = 0; i < 64; i++) {
 		ssize_t r = zp_real.recv(z->fd, buf, sizeof(buf), MSG_DONTWAIT | MSG_PEEK);
+		if (r == 0 && atomic_load(&z->krd_shut))
+			return; /* our own SHUT_RD's end (zp_kernel_rd_shut), not the peer's */
 		if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
 			atomic_store(&z->peer_eof, true);
 			return;

@@ -412,8 +412,8 @@ void zp_poll_join(struct zsock *z)
  * readable (and, on TCP after our FIN, reset by them). */
 void zp_kernel_rd_shut(struct zsock *z)
 {
-	if (z->rd_shut && !z->krd_shut && z->tx_back && zp_rx_back(z)) {
-		z->krd_shut = true;
+	if (z->rd_shut && !atomic_load(&z->krd_shut) && z->tx_back && zp_rx_back(z)) {
+		atomic_store(&z->krd_shut, true);
 		zp_real.shutdown(z->fd, SHUT_RD);
 	}
 }
@@ -421,6 +421,11 @@ void zp_kernel_rd_shut(struct zsock *z)
 void zp_back_done(struct zsock *z)
 {
 	if (!z->tx_back || atomic_load(&z->back_done))
+		return;
+	/* a reset we play for the kernel (the peer's, or ours after sending to
+	 * a closed peer) stays ours to report: the kernel socket knows nothing
+	 * of it */
+	if (z->gone_sent || z->so_err || (z->sh && zp_peer_reset(z)))
 		return;
 	pthread_mutex_lock(&z->lock);
 	if (!atomic_load(&z->back_done) && z->refs > 0) {

@@ -35,8 +35,9 @@ static short kernel_events(struct zsock *z, short want)
 	if (z->xh) /* its fd to sleep on (zp_kfd) turns readable for anything */
 		return POLLIN;
 	short k = atomic_load(&z->peer_eof) ? 0 : POLLIN | POLLRDHUP;
-	if (atomic_load(&z->peer_back) && zp_rx_avail(z) > 0)
-		k = 0; /* the ring's last bytes are ready; its wake-ups wait for them (rx.c) */
+	if (atomic_load(&z->peer_back) && zp_rx_avail(z) > 0) /* the ring's last bytes
+		 * are ready; its wake-ups wait for them (rx.c); its FIN may be here */
+		k = (short)(want & POLLRDHUP);
 	if (!atomic_load_explicit(&z->tx_ring, memory_order_acquire))
 		k |= want & POLLOUT;
 	return (short)(k | (want & POLLPRI)); /* urgent data is the kernel's */
@@ -64,7 +65,9 @@ static short merged(struct zsock *z, short want, short krev, bool *kin)
 	short r = zp_ready(z, (short)(want | POLLRDHUP));
 	bool rx_kernel = zp_rx_on_kernel(z);
 	if (rx_kernel)
-		r |= krev & (POLLIN | POLLRDHUP);
+		r |= krev & POLLIN;
+	r |= krev & POLLRDHUP; /* the peer's FIN (after its way back, its death) or a
+				* reset: the kernel's, wherever our unread bytes are */
 	*kin = rx_kernel && (krev & POLLIN);
 	if (!atomic_load_explicit(&z->tx_ring, memory_order_acquire))
 		r |= krev & POLLOUT;
@@ -787,7 +790,7 @@ int zp_wait_one(struct zsock *z, short events, int64_t deadline)
 		if (r < 0)
 			return errno == EINTR ? -EINTR : -errno;
 		if (r > 0) {
-			if (kin && (p.revents & (POLLRDHUP | POLLHUP)))
+			if (kin && (p.revents & (POLLRDHUP | POLLHUP)) && !atomic_load(&z->krd_shut))
 				atomic_store(&z->peer_eof, true);
 			if (p.revents & (POLLIN | POLLRDHUP | POLLHUP | POLLERR))
 				zp_drain(z);
