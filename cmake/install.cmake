@@ -46,6 +46,14 @@ if(IS_ABSOLUTE "${CMAKE_INSTALL_INCLUDEDIR}")
 else()
   set(ZL_PC_INCLUDEDIR "\${prefix}/${CMAKE_INSTALL_INCLUDEDIR}")
 endif()
+# The prefix relative to the .pc file itself, so that a moved tree works.
+file(RELATIVE_PATH ZL_PC_TO_PREFIX ${CMAKE_INSTALL_FULL_LIBDIR}/pkgconfig ${CMAKE_INSTALL_PREFIX})
+string(REGEX REPLACE "/$" "" ZL_PC_TO_PREFIX "${ZL_PC_TO_PREFIX}")
+if(ZL_PC_TO_PREFIX STREQUAL "")
+  set(ZL_PC_PREFIX "\${pcfiledir}")
+else()
+  set(ZL_PC_PREFIX "\${pcfiledir}/${ZL_PC_TO_PREFIX}")
+endif()
 configure_file(${CMAKE_CURRENT_LIST_DIR}/zipline.pc.in
   ${PROJECT_BINARY_DIR}/zipline.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/zipline.pc

@@ -31,8 +31,8 @@ echo "== pkg-config"
 # Only the scratch tree: a zipline installed on the host must not be found.
 PKG_CONFIG_PATH=$dest$libdir/pkgconfig
 PKG_CONFIG_LIBDIR=$dest$libdir/pkgconfig
-PKG_CONFIG_SYSROOT_DIR=$dest
-export PKG_CONFIG_PATH PKG_CONFIG_LIBDIR PKG_CONFIG_SYSROOT_DIR
+export PKG_CONFIG_PATH PKG_CONFIG_LIBDIR
+# (no PKG_CONFIG_SYSROOT_DIR: zipline.pc finds its prefix from where it is)
 echo "pkg-config --modversion zipline: $(pkg-config --modversion zipline)"
 flags=$(pkg-config --cflags --libs zipline)
 echo "pkg-config --cflags --libs zipline: $flags"
@@ -40,7 +40,7 @@ echo "pkg-config --static --libs zipline: $(pkg-config --static --libs zipline)"
 # shellcheck disable=SC2086 # flags are words
 "$cc" -o "$tmp/consumer-pc" "$src/consumer.c" $flags
 LD_LIBRARY_PATH=$dest$libdir "$tmp/consumer-pc"
-unset PKG_CONFIG_PATH PKG_CONFIG_LIBDIR PKG_CONFIG_SYSROOT_DIR
+unset PKG_CONFIG_PATH PKG_CONFIG_LIBDIR
 
 echo "== cmake find_package(zipline)"
 "$cmake" -S "$src" -B "$tmp/cmake-build" -DCMAKE_C_COMPILER="$cc" \
@@ -53,5 +53,26 @@ grep -q "zipline_DIR: $dest" "$tmp/cmake.log" ||
 	{ cat "$tmp/build.log"; exit 1; }
 # The build tree's RPATH points at the scratch library; be explicit anyway.
 LD_LIBRARY_PATH=$dest$libdir "$tmp/cmake-build/consumer"
+
+echo "== the installed tree, moved elsewhere"
+# Everything installed is relocatable: the programs' RPATH is relative to
+# them, zl-run finds the preload beside itself, zipline.pc its prefix.
+moved=$tmp/moved
+mv "$dest$prefix" "$moved"
+mlib=$moved${libdir#"$prefix"}
+case "$libdir" in "$prefix"/*) ;; *) skip "libdir $libdir is outside the prefix $prefix" ;; esac
+env -u LD_LIBRARY_PATH "$moved/bin/zl-bench" --version ||
+	{ echo "the moved zl-bench does not run (RPATH?)"; exit 1; }
+out=$(env -u LD_LIBRARY_PATH ZL_LOG=info "$moved/bin/zl-run" -- sh -c 'echo "$LD_PRELOAD"')
+echo "zl-run from the moved tree preloads: $out"
+[ -f "$out" ] && case "$out" in "$moved"/*) ;; *) false ;; esac ||
+	{ echo "the moved zl-run does not preload the moved library"; exit 1; }
+PKG_CONFIG_PATH=$mlib/pkgconfig PKG_CONFIG_LIBDIR=$mlib/pkgconfig
+export PKG_CONFIG_PATH PKG_CONFIG_LIBDIR
+flags=$(pkg-config --cflags --libs zipline)
+echo "pkg-config from the moved tree: $flags"
+# shellcheck disable=SC2086 # flags are words
+"$cc" -o "$tmp/consumer-moved" "$src/consumer.c" $flags
+LD_LIBRARY_PATH=$mlib "$tmp/consumer-moved"
 
 echo "== install_consumer: OK"
