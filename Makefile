@@ -3,7 +3,7 @@
 # apt-get, through sudo when not root):
 #   make demo     build and run `zl-bench compare`
 #   make check    build and run every test: plain, ASan+UBSan, TSan, VM
-# Other targets: build install clean fuzz deps help.
+# Other targets: build install uninstall package clean fuzz deps help.
 # The real build is CMake; this file only names the build directories and
 # the order of things.
 
@@ -40,7 +40,7 @@ configure = $(CMAKE) -S . -B $(1) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) \
 
 .NOTPARALLEL:
 .PHONY: all help deps build demo check test test-asan test-tsan test-vm \
-	install clean fuzz
+	install uninstall package clean fuzz
 
 all: build
 
@@ -49,6 +49,8 @@ help:
 	@echo "make check     deps + all tests ($(B), $(B_ASAN), $(B_TSAN), VM)"
 	@echo "make build     configure and build in $(B) ($(BUILD_TYPE))"
 	@echo "make install   install $(B) to PREFIX=$(PREFIX) (DESTDIR honoured)"
+	@echo "make uninstall remove what make install installed (DESTDIR honoured)"
+	@echo "make package   a Debian package of the installed tree in $(B) (CPack)"
 	@echo "make fuzz      clang libFuzzer build in $(B_FUZZ), $(FUZZ_SECONDS) s per target"
 	@echo "make clean     remove the build directories"
 
@@ -94,6 +96,15 @@ test-vm: build
 
 install: build
 	DESTDIR="$(DESTDIR)" $(CMAKE) --install $(B)
+
+# What `make install` installed (its manifest), with the same DESTDIR.
+uninstall:
+	@test -f $(B)/install_manifest.txt || { echo "uninstall: no $(B)/install_manifest.txt (nothing installed from $(B))"; exit 1; }
+	@while read -r f || [ -n "$$f" ]; do rm -fv "$(DESTDIR)$$f"; done < $(B)/install_manifest.txt
+
+# A Debian package of the installed tree: $(B)/zipline_VERSION_ARCH.deb.
+package: build
+	cd $(B) && cpack -G DEB
 
 # libFuzzer: each fuzz_* executable runs for FUZZ_SECONDS on its corpus.
 fuzz:

@@ -20,6 +20,9 @@ install(TARGETS zipline EXPORT ziplineTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+if(ZL_STATIC)
+  install(TARGETS zipline_static ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+endif()
 # (The include directory reaches zipline::zipline through the target's own
 # $<INSTALL_INTERFACE:include>.)
 install(FILES ${PROJECT_SOURCE_DIR}/include/zipline.h
