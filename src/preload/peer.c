@@ -45,6 +45,14 @@ bool zp_peer_wr_shut(struct zsock *z)
 	       (z->rx && zp_trusted(z) && atomic_load_explicit(&z->rx->wr_shut, memory_order_acquire));
 }
 
+/* Its urgent byte met our reset (TCP): our kernel would hold its mark
+ * (POLLPRI) in a closed socket (ENOTCONN to an urgent read) */
+bool zp_peer_urg_reset(struct zsock *z)
+{
+	return !z->is_unix && z->sh && zp_trusted(z) &&
+	       atomic_load_explicit(&z->sh->urg_reset[1 - z->side], memory_order_acquire);
+}
+
 /* The peer shut its sending side (a FIN, not a close that resets) */
 bool zp_peer_fin(struct zsock *z)
 {

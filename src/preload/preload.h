@@ -102,7 +102,10 @@ struct zp_shared {
 	_Atomic uint32_t gone[2];   /* the side's last copy closed */
 	_Atomic uint32_t reset[2];  /* ... with bytes unread: the peer gets ECONNRESET */
 	_Atomic int32_t refs[2];    /* processes holding the side */
-	char pad[64 - 48];
+	_Atomic uint32_t urg_reset[2]; /* TCP: the side's urgent byte met the peer's
+					* reset (zp_peer_refuses_data): the peer's
+					* kernel took its mark before resetting */
+	char pad[64 - 56];
 	struct zp_dir dir[2];     /* 0: client to server, 1: server to client */
 };
 
@@ -210,6 +213,7 @@ bool zp_peer_gone(struct zsock *z);    /* its side closed for good */
 bool zp_peer_rd_shut(struct zsock *z); /* a Unix peer shut its reading side */
 bool zp_peer_wr_shut(struct zsock *z);      /* it sends no more */
 bool zp_peer_fin(struct zsock *z);          /* ... by a shutdown */
+bool zp_peer_urg_reset(struct zsock *z);    /* its urgent byte met our reset */
 bool zp_peer_refuses_data(struct zsock *z); /* a TCP peer shut both ways: our
 					     * data resets the connection */
 uint64_t zp_rx_switch(struct zsock *z); /* its kbytes once switched, or ZP_UNLATCHED */

@@ -212,7 +212,8 @@ ssize_t zp_recvmsg(struct zsock *z, const struct iovec *iov, int n, struct msghd
 		 * kernel: where an urgent byte came, that is ENOTCONN */
 		if (!z->is_unix && zp_peer_reset(z) && !zp_peer_fin(z)) {
 			char c;
-			if (zp_real.recv(z->fd, &c, 1, MSG_OOB | MSG_PEEK | MSG_DONTWAIT) >= 0 ||
+			if (zp_peer_urg_reset(z) ||
+			    zp_real.recv(z->fd, &c, 1, MSG_OOB | MSG_PEEK | MSG_DONTWAIT) >= 0 ||
 			    errno != EINVAL)
 				errno = ENOTCONN;
 			return -1;

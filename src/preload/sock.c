@@ -466,13 +466,11 @@ short zp_ready(struct zsock *z, short events)
 		r |= POLLHUP; /* both ways shut, as the kernel says */
 	if (z->gone_sent) /* TCP: the peer's kernel reset us: closed both ways */
 		r |= POLLIN | POLLRDHUP | POLLOUT | POLLHUP | (z->so_err ? POLLERR : 0);
-	if (atomic_load_explicit(&z->reset_seen, memory_order_acquire) &&
-	    !atomic_load_explicit(&z->tx_ring, memory_order_acquire))
-		r |= POLLIN | POLLHUP | (z->reset_told ? 0 : POLLERR); /* a lie, on the kernel */
-	if (atomic_load_explicit(&z->tx_ring, memory_order_acquire)) {
-		if (zp_peer_reset(z))
-			r |= POLLOUT | POLLHUP | (z->reset_told ? 0 : POLLERR); /* until read */
-		else if (zp_peer_gone(z) || zp_peer_rd_shut(z))
+	if (zp_peer_reset(z)) /* (or a lie): closed both ways, the error until read */
+		r |= POLLIN | POLLRDHUP | POLLOUT | POLLHUP | (z->reset_told ? 0 : POLLERR) |
+		     (zp_peer_urg_reset(z) ? POLLPRI : 0);
+	else if (atomic_load_explicit(&z->tx_ring, memory_order_acquire)) {
+		if (zp_peer_gone(z) || zp_peer_rd_shut(z))
 			r |= POLLOUT; /* (a send fails at once) */
 		else if (zp_tx_free(z) != 0)
 			r |= POLLOUT;

@@ -170,8 +170,11 @@ ssize_t zp_sendmsg(struct zsock *z, const struct iovec *iov, int n, const void *
 		total += iov[i].iov_len;
 	if (z->wr_shut || zp_peer_rd_shut(z)) /* (before a way back for fds) */
 		return zp_send_shut(z, flags);
-	if (total && zp_peer_refuses_data(z))
+	if (total && zp_peer_refuses_data(z)) {
+		if ((flags & MSG_OOB) && !z->gone_sent)
+			atomic_store_explicit(&z->sh->urg_reset[z->side], 1, memory_order_release);
 		return zp_send_refused(z, total, flags, false);
+	}
 	if ((flags & MSG_OOB) || ctllen) { /* what a ring cannot carry */
 		zp_poll_join(z);
 		pthread_mutex_lock(&z->lock);
@@ -304,6 +307,8 @@ int zp_shutdown(struct zsock *z, int how)
 		errno = ENOTCONN;
 		return -1;
 	}
+	if (!ring && atomic_load(&z->krd_shut)) /* both ways on the kernel stream: */
+		return zp_real.shutdown(z->fd, how); /* its state (ENOTCONN) is the kernel's */
 	if (how == SHUT_RD || ring)
 		return zp_real.fcntl(z->fd, F_GETFD) < 0 ? -1 : 0; /* EBADF as the kernel */
 	return zp_real.shutdown(z->fd, SHUT_WR);
