@@ -282,12 +282,14 @@ int zp_shutdown(struct zsock *z, int how)
 				      (z->wr_shut && zp_peer_wr_shut(z)));
 	pthread_mutex_lock(&z->lock);
 	bool ring = atomic_load(&z->tx_ring);
-	if (how != SHUT_RD) {
+	if (how != SHUT_RD && !z->wr_shut) {
 		z->wr_shut = true;
-		atomic_store_explicit(&z->tx->wr_shut, 1, memory_order_release);
-		if (!z->tx_back) /* (after our way back the kernel's FIN says it) */
-			atomic_store_explicit(&z->tx->closed, 1, memory_order_release);
-		NOTIFY_RX(z);
+		if (!closed) { /* (a closed TCP socket sends no FIN) */
+			atomic_store_explicit(&z->tx->wr_shut, 1, memory_order_release);
+			if (!z->tx_back) /* (after our way back the kernel's FIN says it) */
+				atomic_store_explicit(&z->tx->closed, 1, memory_order_release);
+			NOTIFY_RX(z);
+		}
 	}
 	if (how != SHUT_WR) {
 		z->rd_shut = true;
