@@ -27,7 +27,8 @@
  *   - zl_channel: a channel has one send side and one receive side. One
  *     thread may send while another receives on the same channel; two threads
  *     must not send (or receive) on one channel concurrently. zl_close must
- *     not race with any other call on the channel.
+ *     not race with any other call on the channel; zl_shutdown may (it
+ *     stops the blocked calls).
  *   - Distinct objects are independent; the library has no global locks on
  *     the data path. zl_set_log and zl_opts_init are thread-safe.
  */
@@ -178,6 +179,19 @@ int zl_connect(const char *url, const struct zl_opts *opts,
  * once it has received everything sent before. NULL is a no-op. */
 void zl_close(zl_channel *ch);
 
+/*
+ * Stop the channel from another thread: a thread blocked in zl_send,
+ * zl_sendv, zl_recv, zl_recv_peek, zl_flush or zl_wait_writable on ch
+ * returns -ESHUTDOWN (a sleeping one at once, a spinning one at its next
+ * look at the peer, within a millisecond), and every later call on ch but
+ * zl_close returns -ESHUTDOWN too. The peer sees the channel end as at a
+ * close (-ECONNRESET once it has received what came before). Messages not
+ * yet accepted are not sent. ch stays valid: call zl_close once the other
+ * threads have left their calls. Thread-safe; a second call does nothing.
+ * 0, or -EINVAL (NULL).
+ */
+int zl_shutdown(zl_channel *ch);
+
 /* ---- copying data path ------------------------------------------------ */
 
 /*
@@ -188,6 +202,7 @@ void zl_close(zl_channel *ch);
  *   -EMSGSIZE    len > max_msg
  *   -ECONNRESET  the peer closed or died
  *   -EPIPE       this side was shut down or the channel failed earlier
+ *   -ESHUTDOWN   zl_shutdown was called on ch (also before or during this call)
  *   -EPROTO      the peer violated the protocol; the channel is failed
  *   -EBUSY       a zl_send_reserve reservation is open
  *   -EINVAL      NULL channel, or buf == NULL with len > 0
@@ -206,6 +221,7 @@ int zl_send(zl_channel *ch, const void *buf, size_t len, int64_t timeout_us);
  *   -EMSGSIZE    the next message is larger than cap; *len gets its size and
  *                the message stays queued (call again with a bigger buffer)
  *   -ECONNRESET  the peer closed or died and everything it sent was read
+ *   -ESHUTDOWN   zl_shutdown was called on ch (also before or during this call)
  *   -EPROTO      the peer sent a malformed record; the channel is failed
  *   -EBUSY       a zl_recv_peek message is not yet released
  *   -EINVAL      NULL argument

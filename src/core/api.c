@@ -2,7 +2,9 @@
 /* Public entry points: argument checks, URL dispatch to the transports. */
 #include <errno.h>
 #include <limits.h>
+#include <stdatomic.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "clock.h"
 #include "hs.h"
@@ -26,6 +28,7 @@ ZL_API const char *zl_strerror(int err)
 	case -ETIMEDOUT: return "timed out";
 	case -ECONNRESET: return "peer closed or died";
 	case -EPIPE: return "channel is shut down or failed";
+	case -ESHUTDOWN: return "the channel was shut down here (zl_shutdown)";
 	case -EPROTO: return "protocol violation by the peer";
 	case -EMSGSIZE: return "message too large";
 	case -EINVAL: return "invalid argument";
@@ -187,11 +190,34 @@ ZL_API void zl_close(zl_channel *ch)
 		ch->ops->close(ch);
 }
 
+/* A blocked call ends by the socket's end (its sleep and its alive check
+ * watch that socket): the shutdown of our own socket wakes our sleepers at
+ * once and spinners at their next look, and the peer sees our end. */
+ZL_API int zl_shutdown(zl_channel *ch)
+{
+	if (!ch)
+		return -EINVAL;
+	if (atomic_exchange(&ch->shut, 1))
+		return 0;
+	int s = ch->ops->sock ? ch->ops->sock(ch) : -1;
+	if (s >= 0)
+		shutdown(s, SHUT_RDWR);
+	return 0;
+}
+
+/* After zl_shutdown every call says so, whatever the transport saw. */
+static inline int shut_or(const zl_channel *ch, int r)
+{
+	return r < 0 && atomic_load_explicit(&ch->shut, memory_order_relaxed) ? -ESHUTDOWN : r;
+}
+
 ZL_API int zl_send(zl_channel *ch, const void *buf, size_t len, int64_t timeout_us)
 {
 	if (!ch || (!buf && len))
 		return -EINVAL;
-	return ch->ops->send(ch, buf, len, timeout_us);
+	if (atomic_load_explicit(&ch->shut, memory_order_relaxed))
+		return -ESHUTDOWN;
+	return shut_or(ch, ch->ops->send(ch, buf, len, timeout_us));
 }
 
 /* Without the transport's own sendv: one send after the other, under one
@@ -219,44 +245,56 @@ ZL_API int zl_sendv(zl_channel *ch, const struct zl_msgvec *v, size_t n, int64_t
 	for (size_t i = 0; i < n; i++)
 		if (!v[i].buf && v[i].len)
 			return -EINVAL;
+	if (atomic_load_explicit(&ch->shut, memory_order_relaxed))
+		return -ESHUTDOWN;
 	if (!n)
 		return 0;
 	if (n > INT_MAX)
 		n = INT_MAX;
 	if (ch->ops->sendv)
-		return ch->ops->sendv(ch, v, n, timeout_us);
-	return sendv_loop(ch, v, n, timeout_us);
+		return shut_or(ch, ch->ops->sendv(ch, v, n, timeout_us));
+	return shut_or(ch, sendv_loop(ch, v, n, timeout_us));
 }
 
 ZL_API int zl_recv(zl_channel *ch, void *buf, size_t cap, size_t *len, int64_t timeout_us)
 {
 	if (!ch || !len || (!buf && cap))
 		return -EINVAL;
-	return ch->ops->recv(ch, buf, cap, len, timeout_us);
+	if (atomic_load_explicit(&ch->shut, memory_order_relaxed))
+		return -ESHUTDOWN;
+	return shut_or(ch, ch->ops->recv(ch, buf, cap, len, timeout_us));
 }
 
 ZL_API int zl_flush(zl_channel *ch, int64_t timeout_us)
 {
-	return ch ? ch->ops->flush(ch, timeout_us) : -EINVAL;
+	if (!ch)
+		return -EINVAL;
+	if (atomic_load_explicit(&ch->shut, memory_order_relaxed))
+		return -ESHUTDOWN;
+	return shut_or(ch, ch->ops->flush(ch, timeout_us));
 }
 
 ZL_API int zl_send_reserve(zl_channel *ch, size_t len, void **ptr)
 {
 	if (!ch || !ptr)
 		return -EINVAL;
-	return ch->ops->reserve(ch, len, ptr);
+	if (atomic_load_explicit(&ch->shut, memory_order_relaxed))
+		return -ESHUTDOWN;
+	return shut_or(ch, ch->ops->reserve(ch, len, ptr));
 }
 
 ZL_API int zl_send_commit(zl_channel *ch, size_t len)
 {
-	return ch ? ch->ops->commit(ch, len) : -EINVAL;
+	return ch ? shut_or(ch, ch->ops->commit(ch, len)) : -EINVAL;
 }
 
 ZL_API int zl_recv_peek(zl_channel *ch, const void **ptr, size_t *len, int64_t timeout_us)
 {
 	if (!ch || !ptr || !len)
 		return -EINVAL;
-	return ch->ops->peek(ch, ptr, len, timeout_us);
+	if (atomic_load_explicit(&ch->shut, memory_order_relaxed))
+		return -ESHUTDOWN;
+	return shut_or(ch, ch->ops->peek(ch, ptr, len, timeout_us));
 }
 
 ZL_API int zl_recv_release(zl_channel *ch) { return ch ? ch->ops->release(ch) : -EINVAL; }
@@ -265,7 +303,7 @@ ZL_API size_t zl_max_inline(const zl_channel *ch) { return ch ? ch->ops->max_inl
 
 ZL_API int zl_wait_writable(zl_channel *ch, size_t len, int64_t timeout_us)
 {
-	return ch ? ch->ops->wait_writable(ch, len, timeout_us) : -EINVAL;
+	return ch ? shut_or(ch, ch->ops->wait_writable(ch, len, timeout_us)) : -EINVAL;
 }
 
 ZL_API int zl_channel_fd(zl_channel *ch) { return ch ? ch->ops->fd(ch) : -EINVAL; }

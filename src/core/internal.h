@@ -42,6 +42,9 @@ struct zl_chan_ops {
 	int (*release)(zl_channel *ch);
 	int (*wait_writable)(zl_channel *ch, size_t len, int64_t timeout_us);
 	int (*fd)(zl_channel *ch);
+	/* The socket this side's sleeps watch for the peer's end (zl_shutdown
+	 * shuts it down to wake them), or -1. */
+	int (*sock)(zl_channel *ch);
 	size_t (*max_inline)(const zl_channel *ch);
 	void (*info)(const zl_channel *ch, struct zl_channel_info *info);
 	void (*close)(zl_channel *ch);
@@ -145,6 +148,7 @@ void zl_call_abandon(zl_client *c, int tag);
 /* Every channel starts with this header; transports embed it first. */
 struct zl_channel {
 	const struct zl_chan_ops *ops;
+	_Atomic int shut; /* zl_shutdown was called: calls return -ESHUTDOWN */
 	const struct zl_onesided_ops *os; /* NULL: no one-sided access */
 	bool no_linger; /* close without flushing (a server dropping a client) */
 };

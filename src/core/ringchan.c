@@ -1129,6 +1129,12 @@ static int rc_release(zl_channel *ch)
 
 /* ---- the rest ---------------------------------------------------------- */
 
+static int rc_sock(zl_channel *ch)
+{
+	struct zl_ringchan *rc = RC(ch);
+	return rc->link->sock ? rc->link->sock(rc) : -1;
+}
+
 static int rc_fd(zl_channel *ch)
 {
 	struct zl_ringchan *rc = RC(ch);
@@ -1255,6 +1261,7 @@ const struct zl_chan_ops zl_ringchan_ops = {
 	.release = rc_release,
 	.wait_writable = rc_wait_writable,
 	.fd = rc_fd,
+	.sock = rc_sock,
 	.max_inline = rc_max_inline,
 	.info = rc_info,
 	.close = rc_close,

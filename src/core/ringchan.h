@@ -82,6 +82,8 @@ struct zl_ring_link_ops {
 	int (*drain)(struct zl_ringchan *rc);
 	/* The fd for zl_channel_fd (created on first call) or -errno. */
 	int (*fd)(struct zl_ringchan *rc);
+	/* The socket whose end its sleep and alive see (zl_shutdown), or -1. */
+	int (*sock)(struct zl_ringchan *rc);
 	/* Release the transport's resources and free rc. */
 	void (*destroy)(struct zl_ringchan *rc);
 };

@@ -184,6 +184,8 @@ static int shm_sleep(struct zl_ringchan *rc, enum zl_dir d, int64_t deadline)
 	return 0;
 }
 
+static int shm_sock(struct zl_ringchan *rc) { return SC(rc)->sock; }
+
 static int shm_fd(struct zl_ringchan *rc)
 {
 	struct shm_chan *c = SC(rc);
@@ -254,6 +256,7 @@ static const struct zl_ring_link_ops shm_link = {
 	.alive = shm_alive,
 	.drain = shm_drain,
 	.fd = shm_fd,
+	.sock = shm_sock,
 	.destroy = shm_destroy,
 };
 

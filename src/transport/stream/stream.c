@@ -761,6 +761,7 @@ static const struct zl_chan_ops stream_ops = {
 	.release = s_release,
 	.wait_writable = s_wait_writable,
 	.fd = s_fd,
+	.sock = s_fd,
 	.max_inline = s_max_inline,
 	.info = s_info,
 	.close = s_close,

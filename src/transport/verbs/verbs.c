@@ -761,6 +761,8 @@ static int rd_sleep(struct zl_ringchan *rc, enum zl_dir d, int64_t deadline)
 	return rd_alive(rc);
 }
 
+static int rd_sock(struct zl_ringchan *rc) { return RD(rc)->sock; }
+
 static int rd_fd(struct zl_ringchan *rc)
 {
 	struct rd_chan *v = RD(rc);
@@ -874,6 +876,7 @@ static const struct zl_ring_link_ops rd_link = {
 	.batch_end = rd_batch_end,
 	.info = rd_info,
 	.fd = rd_fd,
+	.sock = rd_sock,
 	.destroy = rd_destroy,
 };
 
@@ -892,6 +895,7 @@ static const struct zl_ring_link_ops rd_link_split = {
 	.batch_end = rd_batch_end,
 	.info = rd_info,
 	.fd = rd_fd,
+	.sock = rd_sock,
 	.destroy = rd_destroy,
 };
 
