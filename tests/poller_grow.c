@@ -15,20 +15,10 @@
 
 #include <zipline.h>
 
+#include "proc_util.h"
+
 #define N 2000
 
-static long rss_kb(void)
-{
-	FILE *f = fopen("/proc/self/status", "re");
-	char line[256];
-	long kb = -1;
-	while (f && fgets(line, sizeof line, f))
-		if (!strncmp(line, "VmRSS:", 6))
-			kb = atol(line + 6);
-	if (f)
-		fclose(f);
-	return kb;
-}
 
 #define FAIL(...) \
 	do { \

@@ -27,6 +27,8 @@
 
 #include <zipline.h>
 
+#include "proc_util.h"
+
 #define FAIL(...) \
 	do { \
 		fprintf(stderr, "poller_scale: " __VA_ARGS__); \
@@ -34,18 +36,6 @@
 		exit(1); \
 	} while (0)
 
-static long rss_kb(void)
-{
-	FILE *f = fopen("/proc/self/status", "re");
-	char line[256];
-	long kb = -1;
-	while (f && fgets(line, sizeof line, f))
-		if (!strncmp(line, "VmRSS:", 6))
-			kb = atol(line + 6);
-	if (f)
-		fclose(f);
-	return kb;
-}
 
 static double now_s(void)
 {
