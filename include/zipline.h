@@ -184,10 +184,12 @@ void zl_close(zl_channel *ch);
  * zl_sendv, zl_recv, zl_recv_peek, zl_flush or zl_wait_writable on ch
  * returns -ESHUTDOWN (a sleeping one at once, a spinning one at its next
  * look at the peer, within a millisecond), and every later call on ch but
- * zl_close returns -ESHUTDOWN too. The peer sees the channel end as at a
- * close (-ECONNRESET once it has received what came before). Messages not
- * yet accepted are not sent. ch stays valid: call zl_close once the other
- * threads have left their calls. Thread-safe; a second call does nothing.
+ * zl_close returns -ESHUTDOWN too. The end is abortive, as a failure is:
+ * the peer sees -ECONNRESET, and messages it had not yet received may be
+ * lost (on tcp, data it sends afterwards resets the connection; on rdma,
+ * writes still in flight are dropped); zl_flush before it for a graceful
+ * end. ch stays valid: call zl_close once the other threads have left
+ * their calls. Thread-safe; a second call does nothing.
  * 0, or -EINVAL (NULL).
  */
 int zl_shutdown(zl_channel *ch);

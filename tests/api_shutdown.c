@@ -143,6 +143,8 @@ static void one(const char *url, int64_t spin_us, int send)
 	CHECK(zl_send(c, "x", 1, 0) == -ESHUTDOWN, "send after shutdown");
 	CHECK(zl_recv(c, buf, sizeof buf, &len, 0) == -ESHUTDOWN, "recv after shutdown");
 	CHECK(zl_flush(c, 0) == -ESHUTDOWN, "flush after shutdown");
+	CHECK(zl_wait_writable(c, 1, 0) == -ESHUTDOWN, "zl_wait_writable after shutdown");
+	CHECK(zl_recv(c, buf, sizeof buf, NULL, 0) == -EINVAL, "an argument error stays -EINVAL");
 	CHECK(zl_shutdown(c) == 0, "a second zl_shutdown");
 	/* the peer: what came before (send case: ring bytes), then the end */
 	for (double end = now_s() + 5;;) {

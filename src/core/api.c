@@ -205,10 +205,14 @@ ZL_API int zl_shutdown(zl_channel *ch)
 	return 0;
 }
 
-/* After zl_shutdown every call says so, whatever the transport saw. */
+/* After zl_shutdown a call that failed for the channel's end (or timed
+ * out because of it) says so; an error about the call's own arguments
+ * (-EMSGSIZE with its *len, -EBUSY, -EINVAL) stays. */
 static inline int shut_or(const zl_channel *ch, int r)
 {
-	return r < 0 && atomic_load_explicit(&ch->shut, memory_order_relaxed) ? -ESHUTDOWN : r;
+	if (r != -ECONNRESET && r != -EPIPE && r != -ETIMEDOUT && r != -EAGAIN)
+		return r;
+	return atomic_load_explicit(&ch->shut, memory_order_relaxed) ? -ESHUTDOWN : r;
 }
 
 ZL_API int zl_send(zl_channel *ch, const void *buf, size_t len, int64_t timeout_us)
@@ -285,7 +289,11 @@ ZL_API int zl_send_reserve(zl_channel *ch, size_t len, void **ptr)
 
 ZL_API int zl_send_commit(zl_channel *ch, size_t len)
 {
-	return ch ? shut_or(ch, ch->ops->commit(ch, len)) : -EINVAL;
+	if (!ch)
+		return -EINVAL;
+	if (atomic_load_explicit(&ch->shut, memory_order_relaxed))
+		return -ESHUTDOWN;
+	return shut_or(ch, ch->ops->commit(ch, len));
 }
 
 ZL_API int zl_recv_peek(zl_channel *ch, const void **ptr, size_t *len, int64_t timeout_us)
@@ -303,7 +311,11 @@ ZL_API size_t zl_max_inline(const zl_channel *ch) { return ch ? ch->ops->max_inl
 
 ZL_API int zl_wait_writable(zl_channel *ch, size_t len, int64_t timeout_us)
 {
-	return ch ? shut_or(ch, ch->ops->wait_writable(ch, len, timeout_us)) : -EINVAL;
+	if (!ch)
+		return -EINVAL;
+	if (atomic_load_explicit(&ch->shut, memory_order_relaxed))
+		return -ESHUTDOWN;
+	return shut_or(ch, ch->ops->wait_writable(ch, len, timeout_us));
 }
 
 ZL_API int zl_channel_fd(zl_channel *ch) { return ch ? ch->ops->fd(ch) : -EINVAL; }

@@ -61,6 +61,8 @@ struct zl_poller {
 	int cap, free_head;
 	int nkernel;         /* items epoll decides for (fds, listeners, streams) */
 	int *rings, *streams; /* ids of ring and stream channels */
+	int *byfd;            /* the item of each fd, -1: none (an add is O(1)) */
+	size_t byfd_cap;
 	int nrings, nstreams, rot;
 	uint32_t since_klook;
 	uint64_t gen;
@@ -99,6 +101,7 @@ ZL_API void zl_poller_destroy(zl_poller *p)
 	free(p->it);
 	free(p->rings);
 	free(p->streams);
+	free(p->byfd);
 	free(p);
 }
 
@@ -150,8 +153,23 @@ static int add(zl_poller *p, enum kind kind, zl_channel *ch, int fd, uint32_t ev
 {
 	if (!events || (events & ~(ZL_POLLIN | ZL_POLLOUT)) || fd < 0)
 		return -EINVAL;
-	/* (an item already here is found by epoll_ctl, which refuses its fd
-	 * with EEXIST: no scan of the table, so an add costs O(1)) */
+	/* an item already here is found by its fd (its channel's), also one
+	 * whose fd was closed before its removal (that stays an error here:
+	 * the caller must remove it first) */
+	if ((size_t)fd < p->byfd_cap && p->byfd[fd] >= 0)
+		return -EEXIST;
+	if ((size_t)fd >= p->byfd_cap) {
+		size_t n = p->byfd_cap ? p->byfd_cap : 64;
+		while (n <= (size_t)fd)
+			n *= 2;
+		int *b = realloc(p->byfd, n * sizeof(*b));
+		if (!b)
+			return -ENOMEM;
+		for (size_t i = p->byfd_cap; i < n; i++)
+			b[i] = -1;
+		p->byfd = b;
+		p->byfd_cap = n;
+	}
 	int id = slot_get(p);
 	if (id < 0)
 		return id;
@@ -164,6 +182,7 @@ static int add(zl_poller *p, enum kind kind, zl_channel *ch, int fd, uint32_t ev
 		p->free_head = id;
 		return err == -EBADF || err == -EPERM ? -EINVAL : err;
 	}
+	p->byfd[fd] = id;
 	if (kind == IT_RING)
 		p->rings[p->nrings++] = id;
 	else
@@ -228,6 +247,8 @@ ZL_API int zl_poller_del(zl_poller *p, int id)
 		return -ENOENT;
 	struct item *t = &p->it[id];
 	epoll_ctl(p->ep, EPOLL_CTL_DEL, t->fd, NULL); /* fails only if closed */
+	if (p->byfd[t->fd] == id)
+		p->byfd[t->fd] = -1;
 	if (t->kind == IT_RING)
 		drop_id(p->rings, &p->nrings, id);
 	else

@@ -34,10 +34,11 @@ static short kernel_events(struct zsock *z, short want)
 {
 	if (z->xh) /* its fd to sleep on (zp_kfd) turns readable for anything */
 		return POLLIN;
-	short k = atomic_load(&z->peer_eof) ? 0 : POLLIN | POLLRDHUP;
-	if (atomic_load(&z->peer_back) && zp_rx_avail(z) > 0) /* the ring's last bytes
-		 * are ready; its wake-ups wait for them (rx.c); its FIN may be here */
-		k = (short)(want & POLLRDHUP);
+	/* (after the stream's end, or our own SHUT_RD in the kernel, POLLIN
+	 * would hold for good: a sleep on it would not sleep) */
+	short k = atomic_load(&z->peer_eof) || atomic_load(&z->krd_shut) ? 0 : POLLIN | POLLRDHUP;
+	if (atomic_load(&z->peer_back) && zp_rx_avail(z) > 0)
+		k = 0; /* the ring's last bytes are ready; its wake-ups wait for them (rx.c) */
 	if (!atomic_load_explicit(&z->tx_ring, memory_order_acquire))
 		k |= want & POLLOUT;
 	return (short)(k | (want & POLLPRI)); /* urgent data is the kernel's */
@@ -48,7 +49,7 @@ static short kernel_events(struct zsock *z, short want)
  * as one among a crowd does. */
 static bool kernel_blind(struct zsock *z)
 {
-	return !z->xh && (atomic_load(&z->peer_eof) ||
+	return !z->xh && (atomic_load(&z->peer_eof) || atomic_load(&z->krd_shut) ||
 			  (atomic_load(&z->peer_back) && zp_rx_avail(z) > 0));
 }
 
@@ -94,7 +95,9 @@ static short ready_now(struct zsock *z, short want, bool *kin)
 	*kin = false;
 	if (z->xh || ring_only(z)) /* (urgent data comes after a way back) */
 		return (short)(zp_ready(z, (short)(want | POLLRDHUP)) & (want | POLLERR | POLLHUP));
-	struct pollfd p = { z->fd, kernel_events(z, want), 0 };
+	/* (a look that does not sleep also asks for the peer's FIN, which
+	 * kernel_events leaves out while the ring's last bytes wait) */
+	struct pollfd p = { z->fd, (short)(kernel_events(z, want) | (want & POLLRDHUP)), 0 };
 	if (zp_real.poll(&p, 1, 0) < 0)
 		p.revents = 0;
 	return merged(z, want, p.revents, kin);
@@ -188,7 +191,11 @@ int zp_poll(struct pollfd *fds, nfds_t n, int64_t timeout_us, const sigset_t *ma
 			if (!z[i])
 				continue;
 			k[i].fd = zp_kfd(z[i], fds[i].fd);
-			k[i].events = kernel_events(z[i], fds[i].events);
+			/* (poll is level-triggered: the peer's FIN, when asked for,
+			 * is reported as soon as the kernel has it, so a sleep on it
+			 * ends with an event) */
+			k[i].events = (short)(kernel_events(z[i], fds[i].events) |
+					      (fds[i].events & POLLRDHUP));
 			if (!arm)
 				continue;
 			int a = zp_arm(z[i], (short)(fds[i].events | POLLIN), &armed[i]);
