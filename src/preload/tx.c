@@ -89,7 +89,7 @@ void zp_switch_back(struct zsock *z)
 	/* our ring was closed (SHUT_WR): the kernel stream now ends after our
 	 * wake-ups, as the peer reads it from now on (it needs no wake-up from
 	 * us: we follow its way back, or send nothing) */
-	if (z->wr_shut)
+	if (z->wr_shut && atomic_load(&z->tx->wr_shut)) /* (none after a played reset) */
 		zp_real.shutdown(z->fd, SHUT_WR);
 	zp_kernel_rd_shut(z);
 	pthread_mutex_unlock(&z->tx_lock);
