@@ -13,6 +13,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,8 +46,8 @@ static double now_s(void)
 struct blocked {
 	zl_channel *ch;
 	int send; /* block in zl_send (1) or zl_recv (0) */
-	int rc;
-	double at; /* when it returned */
+	double at; /* when it returned (written before rc) */
+	_Atomic int rc; /* 1 while it blocks */
 };
 
 static void *block(void *arg)
@@ -54,14 +55,16 @@ static void *block(void *arg)
 	struct blocked *b = arg;
 	static char buf[65536];
 	size_t len = 0;
+	int r;
 	if (b->send) {
 		do
-			b->rc = zl_send(b->ch, buf, sizeof buf, HOUR);
-		while (b->rc == 0); /* until the ring or socket is full and it blocks */
+			r = zl_send(b->ch, buf, sizeof buf, HOUR);
+		while (r == 0); /* until the ring or socket is full and it blocks */
 	} else {
-		b->rc = zl_recv(b->ch, buf, sizeof buf, &len, HOUR);
+		r = zl_recv(b->ch, buf, sizeof buf, &len, HOUR);
 	}
 	b->at = now_s();
+	atomic_store(&b->rc, r);
 	return NULL;
 }
 
@@ -124,9 +127,9 @@ static void one(const char *url, int64_t spin_us, int send)
 	usleep(100000); /* it is blocked by now */
 	double t0 = now_s();
 	CHECK(zl_shutdown(c) == 0, "zl_shutdown");
-	for (int i = 0; i < 500 && b.rc == 1; i++) /* 5 s at most, then report */
+	for (int i = 0; i < 500 && atomic_load(&b.rc) == 1; i++) /* 5 s at most */
 		usleep(10000);
-	if (b.rc == 1) {
+	if (atomic_load(&b.rc) == 1) {
 		fprintf(stderr, "api_shutdown: FAIL %s spin %lld %s: the blocked call did not "
 			"return within 5 s of zl_shutdown\n", url, (long long)spin_us,
 			send ? "zl_send" : "zl_recv");
@@ -134,8 +137,9 @@ static void one(const char *url, int64_t spin_us, int send)
 	}
 	pthread_join(t, NULL);
 	double took = b.at - t0;
-	CHECK(b.rc == -ESHUTDOWN, "%s spin %lld %s: the blocked call returned %s", url,
-	      (long long)spin_us, send ? "zl_send" : "zl_recv", zl_strerror(b.rc));
+	int brc = atomic_load(&b.rc);
+	CHECK(brc == -ESHUTDOWN, "%s spin %lld %s: the blocked call returned %s", url,
+	      (long long)spin_us, send ? "zl_send" : "zl_recv", zl_strerror(brc));
 	CHECK(took < 1.0, "%s spin %lld: the blocked call returned %.3f s after zl_shutdown", url,
 	      (long long)spin_us, took);
 	char buf[16];
