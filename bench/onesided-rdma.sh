@@ -10,7 +10,7 @@
 #              sequence word, same round trip) and one READ of the container
 #   two-sided  the same against zl-kvd (an RPC per GET), for reference
 #   perftest   ib_read_lat at 64 B (the 8 entries) and at the container's size
-#              (32 + key + value + 4, rounded to 8): the issue 17 target is a
+#              (32 + key + value + 4, rounded to 8): the target is a
 #              one-sided GET median of at most 1.2 x the sum of the two
 #
 # Server (and perftest's server) on rxe1 / cpu1, clients on rxe0 / cpu0.

@@ -6,7 +6,7 @@
 #   bench/onesided.sh [BUILD_DIR] [--records N] [--ops N] [--rounds R] [--out DIR]
 #
 #  1. headline: workload C (GETs), values of 100 B, one client, R rounds
-#     with the two stores interleaved; GET median ratio per round (issue 17
+#     with the two stores interleaved; GET median ratio per round (the target
 #     target: one-sided <= 0.5x two-sided)
 #  2. YCSB-C with two client processes at once (one per CPU), ops/s summed
 #     (target: one-sided >= 2x two-sided)
@@ -15,7 +15,7 @@
 #  4. latency against value size (workload A: GET and SET medians), against
 #     load factor (a 65536-slot table filled to 0.1 .. 0.9: GET median, reads
 #     and probes per GET), and throughput against client processes (1, 2, 4):
-#     the shapes of seed 001's figures 5.5 to 5.16
+#     the shapes of the Falafel thesis's figures 5.5 to 5.16
 #
 # Every zl-ycsb row goes to OUT/onesided-ycsb.csv; the summary rows to
 # OUT/onesided.csv (section,store,x,ops_s,median_us,p99_us,reads_per_get,
@@ -239,7 +239,7 @@ get() { awk -F, -v s="$1" -v t="$2" -v x="$3" -v c="$4" '$1 == s && $2 == t && $
 	echo
 	echo "Reads: one-sided reads (RDMA READs on rdma) per GET; round trips: waits for"
 	echo "them (the containers of the first entries are pre-loaded with one wait);"
-	echo "target <= 2.1 operations per GET at load <= 0.5 (seed 001: 2.06 at 0.1)."
+	echo "target <= 2.1 operations per GET at load <= 0.5 (the Falafel thesis: 2.06 at 0.1)."
 	echo
 	echo "| load | GET median us | reads/GET | round trips/GET | probes/GET | Knuth C |"
 	echo "|---|---|---|---|---|---|"

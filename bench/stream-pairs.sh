@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
-# shm streaming against the bare copying ring (issue 18's "at least 0.8x
+# shm streaming against the bare copying ring (the target "at least 0.8x
 # zl-bench spsc --stream at every size"), in alternating pairs:
 #
 #   bench/stream-pairs.sh [BUILD_DIR] [SIZE] [PAIRS]

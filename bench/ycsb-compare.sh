@@ -15,7 +15,7 @@
 # then a fresh server for e (YCSB reloads before E; memcached: n/a, it has
 # no scan), then the headline: a fresh server, load and workload C with
 # fieldcount=1 fieldlength=100 (values of 100 B), one client thread, one
-# request in flight. The script prints the issue 5 ratios from the measured
+# request in flight. The script prints the target ratios from the measured
 # headline ops/s: zl-kvd shm / Redis tcp (target >= 30) and zl-kvd tcp /
 # Redis tcp (target >= 0.85, i.e. within 15% or better), and for every
 # backend workloads A, B and F over C and A's update over read median.
@@ -362,7 +362,7 @@ for be in $backends; do have_backend "$be" && present+=("$be"); done
 		echo
 	done
 	echo
-	echo "## A, B and F next to C (issue 21 targets)"
+	echo "## A, B and F next to C (targets)"
 	echo
 	echo "Each workload's ops/s over C's, same backend and run (target >= 0.8 on zl-kvd shm),"
 	echo "and A's update median over its read median (target <= 1.5)."
@@ -382,7 +382,7 @@ for be in $backends; do have_backend "$be" && present+=("$be"); done
 		else echo ' - |'; fi
 	done
 	echo
-	echo "## Headline (issue 5 targets)"
+	echo "## Headline (targets)"
 	echo
 	echo "Workload C (100% reads, zipfian), fieldcount=1 fieldlength=100 (values of 100 B),"
 	echo "$records records, $headline_ops operations, 1 client thread, sequential (one request in flight)."
@@ -421,7 +421,7 @@ for be in $backends; do have_backend "$be" && present+=("$be"); done
 	ratio "zl-kvd shm / Redis tcp ops/s" zl-shm 30
 	ratio "zl-kvd tcp / Redis tcp ops/s" zl-tcp 0.85
 	[[ " ${present[*]} " == *" zl-rdma "* ]] && ratio "zl-kvd rdma / Redis tcp ops/s" zl-rdma
-	# the one-sided store against zl-kvd on the same transport (issue 17)
+	# the one-sided store against zl-kvd on the same transport (as its target asks)
 	med_ratio() { # name backend reference [max]
 		local a b
 		a=$(field "$h" "$2" c run OVERALL 8) b=$(field "$h" "$3" c run OVERALL 8)

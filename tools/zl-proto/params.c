@@ -101,7 +101,8 @@ void params_usage(FILE *f)
 		"       zl-proto --mode qptype|notify|indirect|chain|signal|inline|recvpost|writelike|ack\n"
 		"                (--local | --node 0|1 --coord HOST:PORT) [--dev A,B] [--iters n] [-V bytes]\n"
 		"                [--rounds n] [--ack-timeout t] [--retry n] [--csv FILE]\n"
-		"protocols: send-send send-write write-send write-write read (seed 002, RC)\n"
+		"protocols: send-send send-write write-send write-write read (the protocol\n"
+		"           evaluation paper's, over RC)\n"
 		"defaults: M:1 P=28 S=16, 1:M Q=28 S=16, M:M N=28 S=1; R=128 L=%d V=%d\n"
 		"see zl-proto(1)\n",
 		P_DEF_L, P_DEF_V);
@@ -128,7 +129,7 @@ static void defaults(struct params *p)
 	 * late behind descheduled vCPUs, made rxe retransmit hundreds of times
 	 * per run, and rxe (6.1) refused some retransmitted multi-packet
 	 * WRITEs as invalid requests: QPs to ERR in 6 of 40 M:M runs, 0 of 40
-	 * at 18 (issue 20). A real loss still gets retransmitted, later. */
+	 * at 18 (measured in the Soft-RoCE VM). A real loss still gets retransmitted, later. */
 	p->ack_timeout = 18;
 	p->retry = 7;
 	p->kill_node = -1;
