@@ -473,8 +473,8 @@ struct zl_server_opts {
 	uint64_t max_req;     /* largest request, 1 .. 2^32-1; default 4 MiB */
 	int64_t spin_us;      /* idle spin before sleeping; default 50 */
 	int64_t sweep_us;     /* period of the slot-header sweep that recovers
-	                         a doorbell lost to a rogue client (within two
-	                         sweeps); default 1000 */
+	                         a doorbell lost to a rogue client (within
+	                         10 ms + one sweep); default 1000 */
 	uint64_t max_queued;  /* reply bytes queued for one client (it does not
 	                         read them) before the server stops taking its
 	                         requests until they have gone out; default

@@ -8,7 +8,7 @@
  * not mapped in its process, which the test checks. Then it writes a
  * malformed request into its own slot and must be dropped.
  * The honest clients must get every reply right, within ROGUE_BOUND_US
- * (a cleared flag waits at most two sweeps, sweep_us = 1 ms), and the
+ * (a cleared flag waits at most 10 ms and one sweep), and the
  * server must count the forged flags and the recovered requests.
  */
 #include <signal.h>

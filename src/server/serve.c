@@ -95,7 +95,7 @@ void srv_take_ready(struct zl_server *s)
 }
 
 static int chan_drain(struct srv_client *cl);
-static int sweep_client(struct srv_client *cl, bool attach);
+static int sweep_client(struct srv_client *cl, bool attach, int64_t now);
 static int take_slot(struct srv_client *cl, uint32_t k, bool *valid);
 static void rflags_look(struct srv_client *cl);
 
@@ -140,7 +140,7 @@ static void srv_attach(struct zl_server *s, struct srv_client *cl)
 	}
 	chan_drain(cl); /* messages sent before we knew the client */
 	if (cl->kind == CL_MBOX)
-		sweep_client(cl, true); /* requests sent before we knew the client */
+		sweep_client(cl, true, 0); /* requests sent before we knew the client */
 }
 
 
@@ -218,10 +218,16 @@ static int scan_flags(struct zl_server *s, uint8_t *flags, enum cl_kind kind, si
 		if (!cl)
 			continue; /* not attached yet: its first sweep takes it */
 		bool valid = false;
-		if (cl && !cl->dead && cl->kind == kind)
+		struct zl_req *rq = NULL;
+		if (!cl->dead && cl->kind == kind) {
+			rq = &cl->req[f % s->o.slots];
 			served += take_slot(cl, f % s->o.slots, &valid);
-		if (!valid)
-			CNT_ADD(s, spurious, 1);
+		}
+		if (valid || (rq && rq->flag_owed)) {
+			rq->flag_owed = false; /* a late honest flag is not forged */
+			continue;
+		}
+		CNT_ADD(s, spurious, 1);
 	}
 	*start = found[m - 1] + 1;
 	return served;
@@ -257,12 +263,18 @@ static void rflags_look(struct srv_client *cl)
 /*
  * Re-read the header of every idle slot whose flag is clear: requests
  * whose flag a rogue cleared. An honest client stores its flag just after
- * its header, so a request is taken (and counted as recovered) only when
- * two sweeps in a row found it waiting with its flag clear: the counter
- * grows with rogues only. At attach, requests sent before we knew the
- * client are taken at once (their flags were dropped unattached).
+ * its header, but the scheduler may stop it between the two stores for a
+ * time slice or more; so a request is taken (and counted as recovered)
+ * only when sweeps found it waiting with its flag clear for RECOVER_US:
+ * the counter grows with rogues, and a flag a rogue cleared costs its
+ * owner that long. A request taken so may still see its own flag land
+ * later, which is not counted as forged (flag_owed). At attach, requests
+ * sent before we knew the client are taken at once (their flags were
+ * dropped unattached).
  */
-static int sweep_client(struct srv_client *cl, bool attach)
+#define RECOVER_US 10000
+
+static int sweep_client(struct srv_client *cl, bool attach, int64_t now)
 {
 	struct zl_server *s = cl->srv;
 	const uint8_t *f = s->flags + (size_t)cl->idx * s->o.slots;
@@ -273,7 +285,10 @@ static int sweep_client(struct srv_client *cl, bool attach)
 			continue; /* the scan takes it */
 		bool valid;
 		if (attach) {
+			/* its header may have landed before its flag: the flag,
+			 * when it comes, is the client's own (flag_owed) */
 			served += take_slot(cl, k, &valid);
+			rq->flag_owed = valid;
 			continue;
 		}
 		uint32_t seq = atomic_load_explicit(&slot_hdr(cl, k)->seq, memory_order_acquire);
@@ -284,23 +299,27 @@ static int sweep_client(struct srv_client *cl, bool attach)
 		if (!rq->swept || rq->swept_seq != seq) {
 			rq->swept = true; /* its flag may be on its way */
 			rq->swept_seq = seq;
+			rq->swept_at = now;
 			continue;
 		}
+		if (now - rq->swept_at < RECOVER_US && now - rq->swept_at >= 0)
+			continue;
 		rq->swept = false;
 		int got = take_slot(cl, k, &valid);
 		served += got;
+		rq->flag_owed = valid;
 		CNT_ADD(s, recovered, (uint64_t)got);
 	}
 	return served;
 }
 
-static int sweep(struct zl_server *s)
+static int sweep(struct zl_server *s, int64_t now)
 {
 	int served = 0;
 	for (struct srv_client *cl = s->clients, *next; cl; cl = next) {
 		next = cl->next;
 		if (cl->kind == CL_MBOX)
-			served += sweep_client(cl, false);
+			served += sweep_client(cl, false, now);
 	}
 	return served;
 }
@@ -477,7 +496,7 @@ static int round_once(struct zl_server *s, int64_t now)
 			s->next_epoll = now + EPOLL_US;
 	}
 	if (now >= s->next_sweep) {
-		served += sweep(s);
+		served += sweep(s, now);
 		s->next_sweep = now + s->o.sweep_us;
 	}
 	return served;

@@ -35,7 +35,9 @@ struct zl_req {
 	bool reserved;  /* zl_reply_reserve is open */
 	bool bell;      /* its doorbell came before its channel message */
 	bool swept;     /* a sweep found swept_seq waiting with its flag clear */
+	bool flag_owed; /* taken by a sweep: its own flag may still land */
 	uint32_t swept_seq;
+	int64_t swept_at;  /* when a sweep first found it so (us) */
 	const uint8_t *data;
 	size_t len;
 	uint8_t *copy;  /* a deferred channel request's own bytes */
