@@ -141,6 +141,10 @@ struct zsock {
 	bool gone_sent;           /* TCP: we sent to a closed peer (its kernel
 				   * would reset us: EPIPE from then on) */
 	int so_err;               /* a pending error for SO_ERROR (EPIPE) */
+	int kerr_held;            /* the kernel socket's error, taken by a read
+				   * of ours that had bytes already: the
+				   * kernel's read would have left it pending
+				   * (zp_hold_kerr) */
 	_Atomic bool lied;        /* the peer lied: reset_seen, kernel shut */
 	_Atomic uint32_t tx_fulls; /* sends that found the ring full (TCP wakes
 				    * an edge-triggered writer only after one) */
@@ -194,6 +198,8 @@ void zp_adopt(int fd, struct zsock *z); /* a new switched socket: zp_set, and
 void zp_forget(int fd); /* fd no longer names its zsock (close, dup2 over) */
 bool zp_linger_abort(int fd); /* SO_LINGER on with 0 s: close resets (TCP) */
 int zp_so_error(struct zsock *z, int kerr); /* SO_ERROR: the peer's reset once */
+void zp_hold_kerr(struct zsock *z, int err); /* a kernel error a read took late */
+int zp_take_kerr(struct zsock *z);          /* it, once (0: none) */
 
 /* What the peer wrote, checked (peer.c): a client trusts nothing in its
  * rings before it proved the server (rendezvous.c) */

@@ -177,6 +177,8 @@ static size_t kernel_after_ring(struct zsock *z, const struct iovec *iov, int n,
 	if (cm)
 		cm->msg_controllen = cap;
 	ssize_t r = kernel_read(z, iov, n, got, max, flags & MSG_PEEK, cm);
+	if (r < 0)
+		zp_hold_kerr(z, errno); /* (got bytes: the error is the next call's) */
 	if (cm && r <= 0)
 		cm->msg_controllen = 0;
 	if (r > 0 && !(flags & MSG_PEEK))
@@ -222,6 +224,12 @@ ssize_t zp_recvmsg(struct zsock *z, const struct iovec *iov, int n, struct msghd
 	}
 	if (cm)
 		cm->msg_controllen = 0;
+	/* (after the bytes before it, as the kernel's queue hands them out) */
+	int held = z->kerr_held && zp_rx_avail(z) <= 0 ? zp_take_kerr(z) : 0;
+	if (held) {
+		errno = held;
+		return -1;
+	}
 	size_t total = 0, got = 0;
 	for (int i = 0; i < n; i++)
 		total += iov[i].iov_len;
@@ -248,8 +256,12 @@ ssize_t zp_recvmsg(struct zsock *z, const struct iovec *iov, int n, struct msghd
 					return (ssize_t)got;
 				continue;
 			}
-			if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
-				return got ? (ssize_t)got : -1;
+			if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+				if (!got)
+					return -1;
+				zp_hold_kerr(z, errno);
+				return (ssize_t)got;
+			}
 			if (r == 0) {
 				uint64_t kb = zp_rx_switch(z);
 				if (kb == ZP_UNLATCHED || zp_rx_back(z))

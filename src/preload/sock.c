@@ -93,6 +93,28 @@ void zp_set(int fd, struct zsock *z)
 		;
 }
 
+/*
+ * A read that had taken bytes (from the ring, or the kernel stream) and
+ * then found the kernel socket's error (its reset): the kernel's own read
+ * returns the bytes and leaves the error pending for the next call, but
+ * ours took it from the kernel socket. It is held here and reported, once,
+ * by the next read, send or SO_ERROR, and shown by poll (POLLERR); the
+ * socket stays switched until then (zp_back_done), since the kernel
+ * socket no longer knows it.
+ */
+void zp_hold_kerr(struct zsock *z, int err)
+{
+	if (err != EAGAIN && err != EWOULDBLOCK && err != EINTR && !z->kerr_held)
+		z->kerr_held = err;
+}
+
+int zp_take_kerr(struct zsock *z)
+{
+	int e = z->kerr_held;
+	z->kerr_held = 0;
+	return e;
+}
+
 /* SO_ERROR of a switched socket (kerr: what the kernel socket says): on
  * one host the peer's reset, once (as the kernel clears a socket's error
  * when it reports it; a read then sees the end of the stream); across
@@ -107,6 +129,8 @@ int zp_so_error(struct zsock *z, int kerr)
 		z->reset_told = true;
 		return ECONNRESET;
 	}
+	if ((kerr = zp_take_kerr(z)))
+		return kerr;
 	kerr = z->so_err; /* EPIPE after a send to a closed TCP peer */
 	z->so_err = 0;
 	return kerr;
@@ -425,7 +449,7 @@ void zp_back_done(struct zsock *z)
 	/* a reset we play for the kernel (the peer's, or ours after sending to
 	 * a closed peer) stays ours to report: the kernel socket knows nothing
 	 * of it */
-	if (z->gone_sent || z->so_err || (z->sh && zp_peer_reset(z)))
+	if (z->gone_sent || z->so_err || z->kerr_held || (z->sh && zp_peer_reset(z)))
 		return;
 	pthread_mutex_lock(&z->lock);
 	if (!atomic_load(&z->back_done) && z->refs > 0) {
@@ -475,6 +499,8 @@ short zp_ready(struct zsock *z, short events)
 		else if (zp_tx_free(z) != 0)
 			r |= POLLOUT;
 	}
+	if (z->kerr_held)
+		r |= POLLERR;
 	return (short)(r & (events | POLLERR | POLLHUP));
 }
 

@@ -134,6 +134,11 @@ static ssize_t zp_send_refused(struct zsock *z, size_t total, int flags, bool re
 
 ssize_t zp_send_shut(struct zsock *z, int flags)
 {
+	int held = zp_take_kerr(z);
+	if (held) {
+		errno = held;
+		return -1;
+	}
 	if (!z->is_unix && !z->reset_told && zp_peer_reset(z)) {
 		z->reset_told = true; /* the kernel's pending error comes first */
 		errno = ECONNRESET;
@@ -168,6 +173,11 @@ ssize_t zp_sendmsg(struct zsock *z, const struct iovec *iov, int n, const void *
 	size_t total = 0, sent = 0;
 	for (int i = 0; i < n; i++)
 		total += iov[i].iov_len;
+	int held = zp_take_kerr(z);
+	if (held) {
+		errno = held;
+		return -1;
+	}
 	if (z->wr_shut || zp_peer_rd_shut(z)) /* (before a way back for fds) */
 		return zp_send_shut(z, flags);
 	if (total && zp_peer_refuses_data(z)) {

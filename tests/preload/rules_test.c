@@ -323,6 +323,30 @@ static int case_reset_before_epipe(struct ctx *x)
 	return 0;
 }
 
+/* A reset that lands after bytes still queued: a read larger than them
+ * returns them and leaves the error pending, for the next send (and poll
+ * shows it meanwhile). Under the preload the ring's last bytes are read
+ * before the kernel stream where the reset waits (the urgent byte sends
+ * both ends back to it), so the read must not swallow the error. */
+static int case_reset_after_queued_read(struct ctx *x)
+{
+	if (x->fam == AF_UNIX)
+		return skipf("a reset is TCP's here");
+	char b[64];
+	EXPECT_RET(send(x->c, "hello", 5, 0), 5);
+	EXPECT_RET(send(x->s, "u", 1, MSG_OOB), 1);
+	TRY(wait_for(x->c, POLLPRI, "the urgent byte"));
+	EXPECT_OK(shutdown(x->s, SHUT_RDWR));
+	TRY(wait_for(x->c, POLLRDHUP, "the peer's shutdown"));
+	EXPECT_RET(send(x->c, "late", 4, MSG_NOSIGNAL), 4);
+	TRY(wait_for(x->s, POLLERR, "the reset at the peer"));
+	EXPECT_RET(recv(x->s, b, sizeof b, MSG_DONTWAIT), 5);
+	TRY(wait_for(x->s, POLLERR, "the reset, still pending"));
+	EXPECT_ERR(send(x->s, "a", 1, MSG_NOSIGNAL), ECONNRESET);
+	EXPECT_ERR(send(x->s, "a", 1, MSG_NOSIGNAL), EPIPE);
+	return 0;
+}
+
 /* Both ways shut on TCP: once both FINs crossed, the connection is closed
  * at both ends (shutdown says ENOTCONN); a Unix pair stays connected. */
 static int case_both_fins_close(struct ctx *x)
@@ -780,6 +804,7 @@ static const struct test tests[] = {
 	{ "data_after_both_shut_resets", case_data_after_both_shut_resets },
 	{ "reset_before_epipe", case_reset_before_epipe },
 	{ "both_fins_close", case_both_fins_close },
+	{ "reset_after_queued_read", case_reset_after_queued_read },
 	{ "sendfile_after_shut_wr", case_sendfile_after_shut_wr },
 	{ "epoll_many_ready", case_epoll_many_ready },
 	{ "epoll_et_all_events", case_epoll_et_all_events },
