@@ -73,6 +73,19 @@ static int64_t deadline(int64_t timeo_us)
 /* the switched socket z into pipe out */
 static ssize_t from_socket(struct zsock *z, int out, size_t len, unsigned flags)
 {
+	/* The peer went back and its ring is read to the end: from here its
+	 * kernel stream holds only its data, and the kernel's own splice
+	 * keeps the kernel's rules (it stops at an urgent mark, where a read
+	 * goes past; the real socket's O_NONBLOCK is the program's). */
+	uint64_t left;
+	if (!z->xh && zp_rx_back(z) && zp_rx_left(z, &left) && left == UINT64_MAX) {
+		int held = zp_take_kerr(z);
+		if (held) {
+			errno = held;
+			return -1;
+		}
+		return zp_real.splice(z->fd, NULL, out, NULL, len, flags);
+	}
 	bool nb = (flags & SPLICE_F_NONBLOCK) || atomic_load(&z->nonblock);
 	struct iovec v = { bounce, len < CHUNK ? len : CHUNK };
 	ssize_t n = zp_recv(z, &v, 1, MSG_PEEK | (nb ? MSG_DONTWAIT : 0));

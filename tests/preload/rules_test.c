@@ -347,6 +347,31 @@ static int case_reset_after_queued_read(struct ctx *x)
 	return 0;
 }
 
+/* TCP's splice stops at an urgent mark that a read would go past: at the
+ * mark it returns 0 (not EOF: the bytes after the mark are still read).
+ * Under the preload the urgent byte sends both ends back to the kernel
+ * stream, and the bytes before it came through the ring. */
+static int case_splice_stops_at_urgent_mark(struct ctx *x)
+{
+	if (x->fam == AF_UNIX)
+		return skipf("urgent data is TCP's");
+	char b[16];
+	int p[2];
+	CHECK(!pipe2(p, O_CLOEXEC), "pipe: %s", errname(errno));
+	EXPECT_RET(send(x->c, "abc", 3, 0), 3);
+	EXPECT_RET(send(x->c, "U", 1, MSG_OOB), 1);
+	EXPECT_RET(send(x->c, "def", 3, 0), 3);
+	TRY(wait_for(x->s, POLLPRI, "the urgent byte"));
+	EXPECT_RET(recv(x->s, b, 3, 0), 3);
+	EXPECT_RET(splice(x->s, NULL, p[1], NULL, sizeof b, SPLICE_F_NONBLOCK), 0);
+	TRY(wait_for(x->s, POLLIN, "the bytes after the mark"));
+	EXPECT_RET(recv(x->s, b, sizeof b, MSG_DONTWAIT), 3);
+	CHECK(!memcmp(b, "def", 3), "after the mark: %.3s", b);
+	close(p[0]);
+	close(p[1]);
+	return 0;
+}
+
 /* Both ways shut on TCP: once both FINs crossed, the connection is closed
  * at both ends (shutdown says ENOTCONN); a Unix pair stays connected. */
 static int case_both_fins_close(struct ctx *x)
@@ -805,6 +830,7 @@ static const struct test tests[] = {
 	{ "reset_before_epipe", case_reset_before_epipe },
 	{ "both_fins_close", case_both_fins_close },
 	{ "reset_after_queued_read", case_reset_after_queued_read },
+	{ "splice_stops_at_urgent_mark", case_splice_stops_at_urgent_mark },
 	{ "sendfile_after_shut_wr", case_sendfile_after_shut_wr },
 	{ "epoll_many_ready", case_epoll_many_ready },
 	{ "epoll_et_all_events", case_epoll_et_all_events },
