@@ -488,6 +488,8 @@ short zp_ready(struct zsock *z, short events)
 	if ((end || z->rd_shut) &&
 	    (z->wr_shut || (z->is_unix && (zp_peer_gone(z) || zp_peer_rd_shut(z)))))
 		r |= POLLHUP; /* both ways shut, as the kernel says */
+	if (z->wr_shut && !z->is_unix)
+		r |= POLLOUT; /* (TCP: a send fails at once; a Unix socket waits for room) */
 	if (z->gone_sent) /* TCP: the peer's kernel reset us: closed both ways */
 		r |= POLLIN | POLLRDHUP | POLLOUT | POLLHUP | (z->so_err ? POLLERR : 0);
 	if (zp_peer_reset(z)) /* (or a lie): closed both ways, the error until read */

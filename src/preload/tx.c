@@ -237,6 +237,11 @@ ssize_t zp_sendmsg(struct zsock *z, const struct iovec *iov, int n, const void *
 					pthread_mutex_unlock(&z->tx_lock);
 				continue; /* gone back meanwhile */
 			}
+			if (__atomic_load_n(&z->wr_shut, __ATOMIC_ACQUIRE)) { /* another thread's */
+				if (mt)
+					pthread_mutex_unlock(&z->tx_lock);
+				return sent ? (ssize_t)sent : zp_send_shut(z, flags);
+			}
 			if (!(++z->sends & 63)) { /* notice a peer that died, now and then */
 				int64_t now = zl_now_us();
 				if (now >= z->next_look) {
@@ -293,13 +298,19 @@ int zp_shutdown(struct zsock *z, int how)
 	pthread_mutex_lock(&z->lock);
 	bool ring = atomic_load(&z->tx_ring);
 	if (how != SHUT_RD && !z->wr_shut) {
-		z->wr_shut = true;
+		/* under tx_lock: a thread of ours writing the ring finishes its
+		 * copy first, and one that comes after sees wr_shut (a byte past
+		 * our end would be a lie to the peer); one waiting for room
+		 * looks again within WAIT_OUT_MS (zp_wait_one) and fails */
+		pthread_mutex_lock(&z->tx_lock);
+		__atomic_store_n(&z->wr_shut, true, __ATOMIC_RELEASE);
 		if (!closed) { /* (a closed TCP socket sends no FIN) */
 			atomic_store_explicit(&z->tx->wr_shut, 1, memory_order_release);
 			if (!z->tx_back) /* (after our way back the kernel's FIN says it) */
 				atomic_store_explicit(&z->tx->closed, 1, memory_order_release);
 			NOTIFY_RX(z);
 		}
+		pthread_mutex_unlock(&z->tx_lock);
 	}
 	if (how != SHUT_WR) {
 		z->rd_shut = true;

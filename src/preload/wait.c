@@ -752,6 +752,11 @@ static bool one_ready(void *arg)
 	return zp_ready(o->z, o->events) != 0;
 }
 
+/* A sender waiting for room looks at least this often for our own
+ * shutdown(SHUT_WR) from another thread: no byte on the kernel socket
+ * tells it (the kernel's sender wakes and fails with EPIPE). */
+#define WAIT_OUT_MS 10
+
 int zp_wait_one(struct zsock *z, short events, int64_t deadline)
 {
 	if ((events & POLLOUT) && !z->xh && atomic_load(&z->tx_ring) && zp_rx_back(z)) {
@@ -787,8 +792,18 @@ int zp_wait_one(struct zsock *z, short events, int64_t deadline)
 		/* no wake-ups come after the kernel stream's end, nor to a crowd */
 		if ((eof || (a & ZP_CROWDED) || kernel_blind(z)) && (ms < 0 || ms > 1))
 			ms = 1;
-		if (eof && (events & POLLOUT) && zp_probe(z))
+		if (eof && (events & POLLOUT) && zp_probe(z)) {
+			zp_disarm(z, armed);
 			return -EPIPE; /* our ring is full and the peer's socket is gone */
+		}
+		if (events & POLLOUT) {
+			if (__atomic_load_n(&z->wr_shut, __ATOMIC_ACQUIRE)) {
+				zp_disarm(z, armed);
+				return 0; /* the send looks again, and fails */
+			}
+			if (ms < 0 || ms > WAIT_OUT_MS)
+				ms = WAIT_OUT_MS;
+		}
 		int64_t t0 = zl_now_us();
 		int r = zp_real.poll(&p, 1, ms);
 		if (ms)

@@ -217,6 +217,53 @@ static int case_peer_shut_rd_wakes_sender(struct ctx *x)
 	return 0;
 }
 
+static void *shut_wr_later(void *arg)
+{
+	struct shut_later *l = arg;
+	usleep(100 * 1000);
+	shutdown(l->fd, SHUT_WR);
+	return NULL;
+}
+
+/* A sender blocked on a full socket wakes with EPIPE when another thread
+ * of its process shuts the sending side (the kernel wakes it), and
+ * nothing of its send reaches the peer, which reads what came before,
+ * then the end of the stream. */
+static int case_own_shut_wr_wakes_sender(struct ctx *x)
+{
+	static char big[1 << 16], sink[1 << 16];
+	long filled = 0;
+	int fl = fcntl(x->c, F_GETFL);
+	CHECK(fl >= 0 && !fcntl(x->c, F_SETFL, fl | O_NONBLOCK), "fcntl: %s", errname(errno));
+	ssize_t k;
+	for (int i = 0; i < 4096 && (k = send(x->c, big, sizeof big, MSG_NOSIGNAL)) > 0; i++)
+		filled += k;
+	CHECK(errno == EAGAIN, "filling: %s, want EAGAIN", errname(errno));
+	CHECK(!fcntl(x->c, F_SETFL, fl), "fcntl: %s", errname(errno));
+	struct timeval tv = { 5, 0 }; /* a bound, far above the 100 ms */
+	CHECK(!setsockopt(x->c, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv), "SO_SNDTIMEO: %s",
+	      errname(errno));
+	struct shut_later l = { x->c };
+	pthread_t t;
+	CHECK(!pthread_create(&t, NULL, shut_wr_later, &l), "pthread_create");
+	errno = 0;
+	ssize_t r = send(x->c, big, sizeof big, MSG_NOSIGNAL);
+	int e = errno;
+	pthread_join(t, NULL);
+	CHECK(r < 0 && e == EPIPE, "blocked send: %zd %s, want -1 EPIPE", r, errname(e));
+	long got = 0;
+	for (;;) {
+		TRY(wait_for(x->s, POLLIN, "the sender's bytes"));
+		ssize_t n = recv(x->s, sink, sizeof sink, MSG_DONTWAIT);
+		CHECK(n >= 0, "reading: %s after %ld of %ld bytes", errname(errno), got, filled);
+		if (!n)
+			break;
+		got += n;
+	}
+	CHECK(got == filled, "the peer read %ld bytes, %ld were sent", got, filled);
+	return 0;
+}
+
 /* The peer closes with bytes of ours unread (a reset): what it had sent
  * before is read first, then ECONNRESET once, then the end; sends fail
  * with EPIPE. */
@@ -830,6 +877,7 @@ static const struct test tests[] = {
 	{ "reset_before_epipe", case_reset_before_epipe },
 	{ "both_fins_close", case_both_fins_close },
 	{ "reset_after_queued_read", case_reset_after_queued_read },
+	{ "own_shut_wr_wakes_sender", case_own_shut_wr_wakes_sender },
 	{ "splice_stops_at_urgent_mark", case_splice_stops_at_urgent_mark },
 	{ "sendfile_after_shut_wr", case_sendfile_after_shut_wr },
 	{ "epoll_many_ready", case_epoll_many_ready },
