@@ -485,10 +485,11 @@ short zp_ready(struct zsock *z, short events)
 		r |= POLLIN | (end ? POLLRDHUP : 0);
 	if (z->rd_shut)
 		r |= POLLIN | POLLRDHUP;
+	bool wr_shut = __atomic_load_n(&z->wr_shut, __ATOMIC_ACQUIRE); /* (another thread's) */
 	if ((end || z->rd_shut) &&
-	    (z->wr_shut || (z->is_unix && (zp_peer_gone(z) || zp_peer_rd_shut(z)))))
+	    (wr_shut || (z->is_unix && (zp_peer_gone(z) || zp_peer_rd_shut(z)))))
 		r |= POLLHUP; /* both ways shut, as the kernel says */
-	if (z->wr_shut && !z->is_unix)
+	if (wr_shut && !z->is_unix)
 		r |= POLLOUT; /* (TCP: a send fails at once; a Unix socket waits for room) */
 	if (z->gone_sent) /* TCP: the peer's kernel reset us: closed both ways */
 		r |= POLLIN | POLLRDHUP | POLLOUT | POLLHUP | (z->so_err ? POLLERR : 0);
