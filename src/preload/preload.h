@@ -146,6 +146,9 @@ struct zsock {
 				   * kernel's read would have left it pending
 				   * (zp_hold_kerr) */
 	_Atomic bool lied;        /* the peer lied: reset_seen, kernel shut */
+	_Atomic uint32_t own_wakes; /* our calls that wake the socket's waiters
+				     * (shutdown, also one that fails with
+				     * ENOTCONN): each an EPOLLET edge */
 	_Atomic uint32_t tx_fulls; /* sends that found the ring full (TCP wakes
 				    * an edge-triggered writer only after one) */
 	/* back on the kernel stream (tx.c: for fd passing, urgent data) */

@@ -283,12 +283,13 @@ ssize_t zp_sendmsg(struct zsock *z, const struct iovec *iov, int n, const void *
  * carries the wake-ups, also those the peer needs after our SHUT_WR. */
 int zp_shutdown(struct zsock *z, int how)
 {
-	if (z->xh)
-		return zx_shutdown(z, how);
 	if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR) {
 		errno = EINVAL;
 		return -1;
 	}
+	atomic_fetch_add_explicit(&z->own_wakes, 1, memory_order_relaxed); /* (an edge) */
+	if (z->xh)
+		return zx_shutdown(z, how);
 	zp_poll_join(z);
 	/* a TCP connection that was reset, or whose both ways ended, is
 	 * closed in the kernel: its shutdown fails with ENOTCONN (after

@@ -20,6 +20,9 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
+#include <linux/tcp.h>
+#include <stddef.h>
 #include <sys/ioctl.h>
 
 #include <linux/sockios.h>
@@ -257,6 +260,7 @@ struct reg {
 	epoll_data_t data;
 	uint64_t seen_tail, seen_head; /* EPOLLET: at the last report */
 	uint32_t seen_fulls;           /* ... and the sends that found no room */
+	uint32_t seen_wakes;           /* ... and our own wake-ups (own_wakes) */
 	bool seen_eof, seen_any;
 	uint32_t seen_state;           /* its ERR and HUP */
 };
@@ -464,6 +468,13 @@ static uint64_t in_mark(struct zsock *z, bool kin)
 	uint64_t t = atomic_load_explicit(&z->rx->tail, memory_order_relaxed);
 	if (!kin && ring_only(z))
 		return t;
+	/* TCP: every byte that came (FIONREAD stops at an urgent mark, and
+	 * bytes after it are an edge too) */
+	struct tcp_info ti;
+	socklen_t tl = sizeof ti;
+	if (!z->is_unix && !zp_real.getsockopt(z->fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) &&
+	    tl >= offsetof(struct tcp_info, tcpi_bytes_received) + sizeof ti.tcpi_bytes_received)
+		return t + ti.tcpi_bytes_received;
 	int q = 0;
 	if (zp_real.ioctl(z->fd, FIONREAD, &q) || q < 0)
 		q = 0;
@@ -498,7 +509,9 @@ static uint64_t out_mark(struct zsock *z)
  * output (room freed by the peer's reads: on a Unix socket at each read;
  * on TCP only after a send found the buffer full since this registration
  * last reported, as TCP wakes writers only then; each epoll set sees its
- * own edge), and a change of ERR or HUP, which any registration sees.
+ * own edge), a change of ERR or HUP, which any registration sees, and our
+ * own shutdown (the kernel's wakes the socket's waiters, even when it
+ * fails with ENOTCONN).
  * After EPOLL_CTL_ADD or MOD the state then is reported, if any.
  */
 static int report(struct reg *g, struct zsock *z, uint32_t r, bool kin, struct epoll_event *out)
@@ -509,14 +522,19 @@ static int report(struct reg *g, struct zsock *z, uint32_t r, bool kin, struct e
 	if (g->events & EPOLLET) {
 		uint64_t t = in_mark(z, kin);
 		uint64_t h = out_mark(z);
-		uint32_t state = r & (EPOLLERR | EPOLLHUP);
+		/* a reset wakes the socket once, also when its error was read
+		 * before this look (the sticky marks of one: ours, played) */
+		uint32_t state = (r & (EPOLLERR | EPOLLHUP)) |
+				 (!z->xh && (z->gone_sent || zp_peer_reset(z)) ? 1u << 31 : 0);
 		bool eof = (r & EPOLLRDHUP) != 0;
 		bool in = (r & (EPOLLIN | EPOLLRDHUP)) && (t != g->seen_tail || (eof && !g->seen_eof));
 		uint32_t fulls = atomic_load_explicit(&z->tx_fulls, memory_order_relaxed);
 		bool outw = (r & EPOLLOUT) && h != g->seen_head &&
 			    (z->is_unix || z->xh || fulls != g->seen_fulls);
-		if (g->seen_any && !in && !outw && state == g->seen_state)
+		uint32_t wakes = atomic_load_explicit(&z->own_wakes, memory_order_relaxed);
+		if (g->seen_any && !in && !outw && state == g->seen_state && wakes == g->seen_wakes)
 			return 0;
+		g->seen_wakes = wakes;
 		if (outw) /* (the room it waits for is reported once) */
 			g->seen_fulls = fulls;
 		g->seen_tail = t;

@@ -530,6 +530,61 @@ static int case_epoll_et_all_events(struct ctx *x)
 	return rc;
 }
 
+/* One epoll_wait(ET) with no timeout: the events of x->c, 0 if none. */
+static int et_look(int ep, unsigned *ev)
+{
+	struct epoll_event out[4];
+	int n = epoll_wait(ep, out, 4, 0);
+	*ev = n > 0 ? out[0].events : 0;
+	return n;
+}
+
+/* EPOLLET edges that no byte makes: our own shutdown wakes the socket's
+ * waiters (also one that fails, on a closed TCP socket), and on TCP the
+ * bytes that come after an urgent mark are an edge although FIONREAD
+ * stops at the mark. */
+static int case_epoll_et_quiet_edges(struct ctx *x)
+{
+	int ep = epoll_create1(EPOLL_CLOEXEC);
+	CHECK(ep >= 0, "epoll_create1: %s", errname(errno));
+	struct epoll_event e = { .events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLPRI | EPOLLET,
+				 .data.fd = x->c };
+	unsigned ev;
+	int rc = 0, n;
+	if (epoll_ctl(ep, EPOLL_CTL_ADD, x->c, &e))
+		rc = failf("epoll_ctl: %s", errname(errno));
+	if (!rc && x->fam != AF_UNIX) {
+		/* the urgent byte, then bytes after its mark */
+		if (send(x->s, "a", 1, 0) != 1 || send(x->s, "U", 1, MSG_OOB) != 1)
+			rc = failf("send: %s", errname(errno));
+		if (!rc)
+			rc = wait_for(x->c, POLLPRI, "the urgent byte");
+		if (!rc && (n = et_look(ep, &ev)) != 1)
+			rc = failf("after the urgent byte: %d; want 1", n);
+		if (!rc && (n = et_look(ep, &ev)) != 0)
+			rc = failf("again: %d, %s; want 0 (no new edge)", n, evname(ev));
+		if (!rc && send(x->s, "after", 5, 0) != 5)
+			rc = failf("send: %s", errname(errno));
+		usleep(20000); /* (loopback takes microseconds) */
+		if (!rc && (n = et_look(ep, &ev)) != 1)
+			rc = failf("after the bytes past the mark: %d; want 1 (an edge)", n);
+	}
+	if (!rc && (n = et_look(ep, &ev)) > 0 && (n = et_look(ep, &ev)) != 0)
+		rc = failf("before the shutdown: %d, %s; want 0", n, evname(ev));
+	if (!rc && shutdown(x->c, SHUT_RD))
+		rc = failf("shutdown: %s", errname(errno));
+	if (!rc && (n = et_look(ep, &ev)) != 1)
+		rc = failf("after our shutdown: %d; want 1 (an edge)", n);
+	if (!rc && (n = et_look(ep, &ev)) != 0)
+		rc = failf("again: %d, %s; want 0", n, evname(ev));
+	if (!rc && shutdown(x->c, SHUT_RD) && errno != ENOTCONN)
+		rc = failf("shutdown again: %s", errname(errno));
+	if (!rc && (n = et_look(ep, &ev)) != 1)
+		rc = failf("after our second shutdown: %d; want 1 (an edge)", n);
+	close(ep);
+	return rc;
+}
+
 /* ---- splice and sendfile ------------------------------------------------- */
 
 #define SPL (96u << 10) /* fits a Unix socket's default buffers */
@@ -882,6 +937,7 @@ static const struct test tests[] = {
 	{ "sendfile_after_shut_wr", case_sendfile_after_shut_wr },
 	{ "epoll_many_ready", case_epoll_many_ready },
 	{ "epoll_et_all_events", case_epoll_et_all_events },
+	{ "epoll_et_quiet_edges", case_epoll_et_quiet_edges },
 	{ "splice_socket_to_full_pipe", case_splice_socket_to_full_pipe },
 	{ "splice_pipe_to_full_socket", case_splice_pipe_to_full_socket },
 	{ "sendfile_to_full_socket", case_sendfile_to_full_socket },
