@@ -261,6 +261,10 @@ struct reg {
 	uint64_t seen_tail, seen_head; /* EPOLLET: at the last report */
 	uint32_t seen_fulls;           /* ... and the sends that found no room */
 	uint32_t seen_wakes;           /* ... and our own wake-ups (own_wakes) */
+	uint32_t rep_mask;             /* EPOLLET: what the last report said, */
+	uint64_t rep_rcvd;             /* ... and TCP's bytes received then
+					* (tcp_rcvd; UINT64_MAX: not known) */
+	bool skip_once;                /* the kernel's report after settle */
 	bool seen_eof, seen_any;
 	uint32_t seen_state;           /* its ERR and HUP */
 };
@@ -458,6 +462,18 @@ static void refresh(int ep, struct epset *s, int fd, struct zsock *z, bool crowd
 		g->kev = kev;
 }
 
+/* TCP's bytes received on fd (every one, also past an urgent mark, where
+ * FIONREAD stops); UINT64_MAX if not known. */
+static uint64_t tcp_rcvd(int fd)
+{
+	struct tcp_info ti;
+	socklen_t tl = sizeof ti;
+	if (zp_real.getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) ||
+	    tl < offsetof(struct tcp_info, tcpi_bytes_received) + sizeof ti.tcpi_bytes_received)
+		return UINT64_MAX;
+	return ti.tcpi_bytes_received;
+}
+
 /* Where the input stands, for edges: the ring's tail, and where the
  * kernel stream is used too (kin: before the peer's switch; or after a
  * way back) the kernel bytes read and queued. */
@@ -468,13 +484,11 @@ static uint64_t in_mark(struct zsock *z, bool kin)
 	uint64_t t = atomic_load_explicit(&z->rx->tail, memory_order_relaxed);
 	if (!kin && ring_only(z))
 		return t;
-	/* TCP: every byte that came (FIONREAD stops at an urgent mark, and
-	 * bytes after it are an edge too) */
-	struct tcp_info ti;
-	socklen_t tl = sizeof ti;
-	if (!z->is_unix && !zp_real.getsockopt(z->fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) &&
-	    tl >= offsetof(struct tcp_info, tcpi_bytes_received) + sizeof ti.tcpi_bytes_received)
-		return t + ti.tcpi_bytes_received;
+	/* TCP: every byte that came (bytes after an urgent mark are an edge
+	 * too) */
+	uint64_t rc = z->is_unix ? UINT64_MAX : tcp_rcvd(z->fd);
+	if (rc != UINT64_MAX)
+		return t + rc;
 	int q = 0;
 	if (zp_real.ioctl(z->fd, FIONREAD, &q) || q < 0)
 		q = 0;
@@ -509,7 +523,7 @@ static uint64_t out_mark(struct zsock *z)
  * output (room freed by the peer's reads: on a Unix socket at each read;
  * on TCP only after a send found the buffer full since this registration
  * last reported, as TCP wakes writers only then; each epoll set sees its
- * own edge), a change of ERR or HUP, which any registration sees, and our
+ * own edge), a new ERR or HUP, which any registration sees, and our
  * own shutdown (the kernel's wakes the socket's waiters, even when it
  * fails with ENOTCONN).
  * After EPOLL_CTL_ADD or MOD the state then is reported, if any.
@@ -532,7 +546,8 @@ static int report(struct reg *g, struct zsock *z, uint32_t r, bool kin, struct e
 		bool outw = (r & EPOLLOUT) && h != g->seen_head &&
 			    (z->is_unix || z->xh || fulls != g->seen_fulls);
 		uint32_t wakes = atomic_load_explicit(&z->own_wakes, memory_order_relaxed);
-		if (g->seen_any && !in && !outw && state == g->seen_state && wakes == g->seen_wakes)
+		/* (an error read meanwhile is no edge: only what came is) */
+		if (g->seen_any && !in && !outw && !(state & ~g->seen_state) && wakes == g->seen_wakes)
 			return 0;
 		g->seen_wakes = wakes;
 		if (outw) /* (the room it waits for is reported once) */
@@ -542,6 +557,8 @@ static int report(struct reg *g, struct zsock *z, uint32_t r, bool kin, struct e
 		g->seen_eof |= eof;
 		g->seen_state = state;
 		g->seen_any = true;
+		g->rep_mask = r;
+		g->rep_rcvd = !z->xh && !z->is_unix && !ring_only(z) ? tcp_rcvd(z->fd) : UINT64_MAX;
 	}
 	if (g->events & EPOLLONESHOT)
 		g->off = true;
@@ -569,6 +586,16 @@ static void settle(int ep, struct epset *s)
 		struct epoll_event k = { .events = g->events, .data.u64 = (uint64_t)fd };
 		if (g->off) /* a one-shot that fired stays off until EPOLL_CTL_MOD */
 			k.events = EPOLLONESHOT;
+		/* EPOLLET: the kernel reports what the socket has at a MOD, an
+		 * edge the program did not see made; when nothing changed since
+		 * our last report (its events, TCP's bytes received), that one
+		 * report is not passed on */
+		if ((g->events & EPOLLET) && !g->off && g->seen_any && g->rep_rcvd != UINT64_MAX) {
+			struct pollfd p = { fd, (short)(g->events & 0xffff), 0 };
+			uint32_t now = zp_real.poll(&p, 1, 0) == 1 ? (uint16_t)p.revents : 0;
+			g->skip_once = (now & (g->events | EPOLLERR | EPOLLHUP)) == g->rep_mask &&
+				       tcp_rcvd(fd) == g->rep_rcvd;
+		}
 		if (zp_real.epoll_ctl(ep, EPOLL_CTL_MOD, fd, &k)) { /* EPOLLEXCLUSIVE */
 			zp_real.epoll_ctl(ep, EPOLL_CTL_DEL, fd, NULL);
 			zp_real.epoll_ctl(ep, EPOLL_CTL_ADD, fd, &k);
@@ -726,6 +753,11 @@ int zp_epoll_wait(int ep, struct epoll_event *evs, int max, int timeout_ms,
 			if (!z) {
 				if (g->off)
 					continue;
+				if (g->skip_once) { /* (settle) */
+					g->skip_once = false;
+					if (kev[i].events == g->rep_mask && tcp_rcvd(fd) == g->rep_rcvd)
+						continue;
+				}
 				if (g->events & EPOLLONESHOT)
 					g->off = true;
 				evs[n].events = kev[i].events;

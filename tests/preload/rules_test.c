@@ -585,6 +585,40 @@ static int case_epoll_et_quiet_edges(struct ctx *x)
 	return rc;
 }
 
+/* EPOLLET: an error read after its edge is no new edge (the kernel wakes
+ * for what comes, not for what goes). */
+static int case_epoll_et_error_read(struct ctx *x)
+{
+	if (x->fam == AF_UNIX)
+		return skipf("a reset is TCP's here");
+	int ep = epoll_create1(EPOLL_CLOEXEC);
+	CHECK(ep >= 0, "epoll_create1: %s", errname(errno));
+	struct epoll_event e = { .events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, .data.fd = x->c };
+	unsigned ev;
+	int rc = 0, n, err = 0;
+	if (epoll_ctl(ep, EPOLL_CTL_ADD, x->c, &e))
+		rc = failf("epoll_ctl: %s", errname(errno));
+	if (!rc && send(x->c, "unread", 6, 0) != 6)
+		rc = failf("send: %s", errname(errno));
+	if (!rc)
+		rc = wait_for(x->s, POLLIN, "the bytes");
+	if (!rc) {
+		close(x->s); /* with bytes unread: a reset */
+		x->s = -1;
+		rc = wait_for(x->c, POLLERR, "the reset");
+	}
+	if (!rc && (n = et_look(ep, &ev)) != 1)
+		rc = failf("after the reset: %d; want 1", n);
+	if (!rc)
+		rc = so_error(x->c, &err);
+	if (!rc && err != ECONNRESET)
+		rc = failf("SO_ERROR %s, want ECONNRESET", errname(err));
+	if (!rc && (n = et_look(ep, &ev)) != 0)
+		rc = failf("after reading the error: %d, %s; want 0 (no edge)", n, evname(ev));
+	close(ep);
+	return rc;
+}
+
 /* ---- splice and sendfile ------------------------------------------------- */
 
 #define SPL (96u << 10) /* fits a Unix socket's default buffers */
@@ -938,6 +972,7 @@ static const struct test tests[] = {
 	{ "epoll_many_ready", case_epoll_many_ready },
 	{ "epoll_et_all_events", case_epoll_et_all_events },
 	{ "epoll_et_quiet_edges", case_epoll_et_quiet_edges },
+	{ "epoll_et_error_read", case_epoll_et_error_read },
 	{ "splice_socket_to_full_pipe", case_splice_socket_to_full_pipe },
 	{ "splice_pipe_to_full_socket", case_splice_pipe_to_full_socket },
 	{ "sendfile_to_full_socket", case_sendfile_to_full_socket },
