@@ -462,6 +462,16 @@ EXPORT int ioctl(int fd, unsigned long req, ...)
 		*(int *)arg = zp_fionread(z);
 		return 0;
 	}
+	/* an urgent byte that met our reset (TCP) left its mark behind all
+	 * we have not read: we stand at it once nothing is left */
+	if (z && !z->xh && req == SIOCATMARK && zp_peer_urg_reset(z)) {
+		if (!arg) {
+			errno = EFAULT;
+			return -1;
+		}
+		*(int *)arg = zp_fionread(z) == 0;
+		return 0;
+	}
 	/* the urgent mark is on the kernel stream, behind whatever the ring
 	 * still holds */
 	uint64_t left;

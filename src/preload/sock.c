@@ -255,10 +255,13 @@ void zp_forget(int fd)
 		zx_closed(z);
 	if (z->sh && atomic_fetch_sub(&z->sh->refs[z->side], 1) == 1) {
 		/* the last copy of our side: the peer sees the end of the stream,
-		 * or a reset if we leave bytes unread (as TCP sends RST) */
+		 * or a reset if we leave bytes unread (as TCP sends RST), unless
+		 * the TCP connection is closed already (both FINs crossed: the
+		 * peer's socket is gone from the connection, as after a reset) */
 		uint64_t left;
-		if ((zp_rx_left(z, &left) && zp_fionread(z) > 0) || zp_rx_avail(z) != 0 ||
-		    (!z->is_unix && zp_linger_abort(z->fd)))
+		bool closed = !z->is_unix && z->wr_shut && zp_peer_wr_shut(z);
+		if (!closed && ((zp_rx_left(z, &left) && zp_fionread(z) > 0) || zp_rx_avail(z) != 0 ||
+				(!z->is_unix && zp_linger_abort(z->fd))))
 			atomic_store_explicit(&z->sh->reset[z->side], 1, memory_order_relaxed);
 		else
 			zp_drain(z); /* unread wake-ups would make the kernel reset */

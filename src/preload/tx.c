@@ -187,6 +187,12 @@ ssize_t zp_sendmsg(struct zsock *z, const struct iovec *iov, int n, const void *
 	}
 	if ((flags & MSG_OOB) || ctllen) { /* what a ring cannot carry */
 		zp_poll_join(z);
+		/* a peer that reset or closed answers as on the ring: our kernel
+		 * socket, which carried no data to it, would not know */
+		if (atomic_load(&z->tx_ring) && zp_peer_reset(z))
+			return zp_send_refused(z, total, flags, true);
+		if (atomic_load(&z->tx_ring) && zp_peer_gone(z))
+			return zp_send_refused(z, total, flags, false);
 		pthread_mutex_lock(&z->lock);
 		zp_switch_back(z);
 		pthread_mutex_unlock(&z->lock);

@@ -419,6 +419,57 @@ static int case_splice_stops_at_urgent_mark(struct ctx *x)
 	return 0;
 }
 
+/* After the peer's close, urgent data fails as other data does: the
+ * first send goes (the peer's kernel resets), then EPIPE. */
+static int case_oob_after_peer_close(struct ctx *x)
+{
+	if (x->fam == AF_UNIX)
+		return skipf("urgent data is TCP's");
+	close_fd(&x->s);
+	TRY(wait_for(x->c, POLLRDHUP, "the peer's close"));
+	EXPECT_RET(send(x->c, "a", 1, MSG_NOSIGNAL), 1);
+	TRY(wait_for(x->c, POLLERR, "the reset"));
+	EXPECT_ERR(send(x->c, "U", 1, MSG_OOB | MSG_NOSIGNAL), EPIPE);
+	EXPECT_ERR(send(x->c, "U", 1, MSG_OOB | MSG_NOSIGNAL), EPIPE);
+	return 0;
+}
+
+/* A TCP connection whose FINs crossed is closed: a close with bytes
+ * unread then resets nothing, and the peer reads the end of its stream. */
+static int case_close_after_both_fins(struct ctx *x)
+{
+	if (x->fam == AF_UNIX)
+		return skipf("a reset is TCP's here");
+	char b[16];
+	EXPECT_RET(send(x->c, "unread", 6, 0), 6);
+	EXPECT_OK(shutdown(x->c, SHUT_WR));
+	TRY(wait_for(x->s, POLLRDHUP, "the first end of stream"));
+	EXPECT_OK(shutdown(x->s, SHUT_WR));
+	TRY(wait_for(x->c, POLLRDHUP, "the second end of stream"));
+	usleep(20000); /* (the last ACK on its way) */
+	close_fd(&x->s); /* "unread" is left */
+	usleep(20000);
+	EXPECT_RET(recv(x->c, b, sizeof b, MSG_DONTWAIT), 0);
+	EXPECT_ERR(send(x->c, "a", 1, MSG_NOSIGNAL), EPIPE);
+	return 0;
+}
+
+/* An urgent byte that meets a peer that shut both ways resets it, and
+ * leaves its mark there: the peer stands at it once it read the rest. */
+static int case_urgent_into_reset_mark(struct ctx *x)
+{
+	if (x->fam == AF_UNIX)
+		return skipf("urgent data is TCP's");
+	int mark = -1;
+	EXPECT_OK(shutdown(x->s, SHUT_RDWR));
+	TRY(wait_for(x->c, POLLRDHUP, "the peer's shutdown"));
+	EXPECT_RET(send(x->c, "U", 1, MSG_OOB | MSG_NOSIGNAL), 1);
+	TRY(wait_for(x->s, POLLERR, "the reset"));
+	CHECK(!ioctl(x->s, SIOCATMARK, &mark), "SIOCATMARK: %s", errname(errno));
+	CHECK(mark == 1, "SIOCATMARK %d, want 1", mark);
+	return 0;
+}
+
 /* Both ways shut on TCP: once both FINs crossed, the connection is closed
  * at both ends (shutdown says ENOTCONN); a Unix pair stays connected. */
 static int case_both_fins_close(struct ctx *x)
@@ -966,6 +1017,9 @@ static const struct test tests[] = {
 	{ "reset_before_epipe", case_reset_before_epipe },
 	{ "both_fins_close", case_both_fins_close },
 	{ "reset_after_queued_read", case_reset_after_queued_read },
+	{ "oob_after_peer_close", case_oob_after_peer_close },
+	{ "close_after_both_fins", case_close_after_both_fins },
+	{ "urgent_into_reset_mark", case_urgent_into_reset_mark },
 	{ "own_shut_wr_wakes_sender", case_own_shut_wr_wakes_sender },
 	{ "splice_stops_at_urgent_mark", case_splice_stops_at_urgent_mark },
 	{ "sendfile_after_shut_wr", case_sendfile_after_shut_wr },
