@@ -81,6 +81,23 @@ bool zp_peer_refuses_data(struct zsock *z)
 	return true;
 }
 
+/* The peer's FIN came before its reset: it shut its sending side (a
+ * close that resets sends none; the kernel stream's own end, then, is an
+ * artefact of the reset we play). */
+bool zp_peer_fin_first(struct zsock *z)
+{
+	return !z->is_unix && z->rx && zp_trusted(z) &&
+	       atomic_load_explicit(&z->rx->wr_shut, memory_order_acquire);
+}
+
+/* The error the peer's reset leaves: TCP in CLOSE_WAIT (its FIN came
+ * first, ours did not go) takes it as EPIPE, as Linux's tcp_reset does;
+ * otherwise ECONNRESET. */
+int zp_reset_err(struct zsock *z)
+{
+	return !z->wr_shut && zp_peer_fin_first(z) ? EPIPE : ECONNRESET;
+}
+
 /* The peer broke the protocol (sock.c's top): the connection ends. */
 void zp_lie(struct zsock *z, const char *what)
 {

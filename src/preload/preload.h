@@ -223,6 +223,8 @@ bool zp_peer_rd_shut(struct zsock *z); /* a Unix peer shut its reading side */
 bool zp_peer_wr_shut(struct zsock *z);      /* it sends no more */
 bool zp_peer_fin(struct zsock *z);          /* ... by a shutdown */
 bool zp_peer_urg_reset(struct zsock *z);    /* its urgent byte met our reset */
+int zp_reset_err(struct zsock *z);          /* the peer's reset's errno */
+bool zp_peer_fin_first(struct zsock *z);    /* its FIN came before its reset */
 bool zp_peer_refuses_data(struct zsock *z); /* a TCP peer shut both ways: our
 					     * data resets the connection */
 uint64_t zp_rx_switch(struct zsock *z); /* its kbytes once switched, or ZP_UNLATCHED */

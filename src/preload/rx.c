@@ -298,10 +298,12 @@ ssize_t zp_recvmsg(struct zsock *z, const struct iovec *iov, int n, struct msghd
 		/* nothing more now: what came before a reset is read first, as
 		 * the kernel hands out its queue before the error */
 		if (zp_peer_reset(z)) {
-			if (got || z->reset_told)
+			/* after the peer's FIN the end of the stream comes first,
+			 * and the error stays (Linux: SOCK_DONE before sk_err) */
+			if (got || z->reset_told || zp_peer_fin_first(z))
 				return (ssize_t)got;
 			z->reset_told = true;
-			errno = ECONNRESET;
+			errno = zp_reset_err(z);
 			return -1;
 		}
 		if (!zp_rx_left(z, &left) && !zp_rx_back(z) &&

@@ -127,7 +127,7 @@ int zp_so_error(struct zsock *z, int kerr)
 		return kerr;
 	if (zp_peer_reset(z) && !z->reset_told) {
 		z->reset_told = true;
-		return ECONNRESET;
+		return zp_reset_err(z);
 	}
 	if ((kerr = zp_take_kerr(z)))
 		return kerr;

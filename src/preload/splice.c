@@ -222,7 +222,7 @@ static ssize_t to_socket(struct zsock *z, int in, size_t len, unsigned flags)
 {
 	if (z->wr_shut || zp_peer_rd_shut(z)) /* (the kernel's call would not know) */
 		return zp_send_shut(z, 0);
-	if (zp_peer_refuses_data(z))
+	if (!zp_peer_reset(z) && zp_peer_refuses_data(z))
 		return refused(z, in, NULL, len, flags, false);
 	bool moved = false;
 	ssize_t r = kernel_call(z, in, NULL, len, flags, false, &moved);
@@ -270,7 +270,7 @@ ssize_t zp_sendfile(int out, int in, off_t *off, size_t count)
 		return -1;
 	if (zo->wr_shut || zp_peer_rd_shut(zo)) /* (the kernel's call would not know) */
 		return zp_send_shut(zo, 0);
-	if (zp_peer_refuses_data(zo))
+	if (!zp_peer_reset(zo) && zp_peer_refuses_data(zo))
 		return refused(zo, in, off, count, 0, true);
 	bool moved = false;
 	ssize_t r = kernel_call(zo, in, off, count, 0, true, &moved);

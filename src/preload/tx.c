@@ -117,7 +117,7 @@ static ssize_t zp_send_refused(struct zsock *z, size_t total, int flags, bool re
 {
 	if (reset && !z->is_unix && !z->reset_told) {
 		z->reset_told = true;
-		errno = ECONNRESET;
+		errno = zp_reset_err(z);
 		return -1;
 	}
 	if (z->is_unix || reset || z->gone_sent) {
@@ -141,7 +141,7 @@ ssize_t zp_send_shut(struct zsock *z, int flags)
 	}
 	if (!z->is_unix && !z->reset_told && zp_peer_reset(z)) {
 		z->reset_told = true; /* the kernel's pending error comes first */
-		errno = ECONNRESET;
+		errno = zp_reset_err(z);
 		return -1;
 	}
 	if (z->so_err == EPIPE)
@@ -180,7 +180,7 @@ ssize_t zp_sendmsg(struct zsock *z, const struct iovec *iov, int n, const void *
 	}
 	if (z->wr_shut || zp_peer_rd_shut(z)) /* (before a way back for fds) */
 		return zp_send_shut(z, flags);
-	if (total && zp_peer_refuses_data(z)) {
+	if (total && !zp_peer_reset(z) && zp_peer_refuses_data(z)) { /* (a reset first) */
 		if ((flags & MSG_OOB) && !z->gone_sent)
 			atomic_store_explicit(&z->sh->urg_reset[z->side], 1, memory_order_release);
 		return zp_send_refused(z, total, flags, false);

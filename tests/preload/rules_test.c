@@ -470,6 +470,47 @@ static int case_urgent_into_reset_mark(struct ctx *x)
 	return 0;
 }
 
+/* A reset that follows the peer's FIN (it shut its sending side, then
+ * closed with our bytes unread): a read sees the end of the stream, not
+ * the reset, and the error is EPIPE (Linux's tcp_reset in CLOSE_WAIT). */
+static int case_reset_after_fin(struct ctx *x)
+{
+	if (x->fam == AF_UNIX)
+		return skipf("a reset is TCP's here");
+	char b[16];
+	int err = 0;
+	EXPECT_RET(send(x->c, "unread", 6, 0), 6);
+	TRY(wait_for(x->s, POLLIN, "the bytes"));
+	EXPECT_OK(shutdown(x->s, SHUT_WR));
+	TRY(wait_for(x->c, POLLRDHUP, "the peer's FIN"));
+	close_fd(&x->s); /* with "unread" unread: a reset */
+	TRY(wait_for(x->c, POLLERR, "the reset"));
+	EXPECT_RET(recv(x->c, b, sizeof b, MSG_DONTWAIT), 0);
+	EXPECT_RET(recv(x->c, b, sizeof b, MSG_DONTWAIT), 0);
+	TRY(so_error(x->c, &err));
+	CHECK(err == EPIPE, "SO_ERROR %s, want EPIPE", errname(err));
+	EXPECT_ERR(send(x->c, "a", 1, MSG_NOSIGNAL), EPIPE);
+	return 0;
+}
+
+/* The peer shut both ways and then closed with bytes unread: its reset
+ * comes before the rule that data to such a peer resets it (the send
+ * fails at once). */
+static int case_reset_before_refused_data(struct ctx *x)
+{
+	if (x->fam == AF_UNIX)
+		return skipf("a reset is TCP's here");
+	EXPECT_RET(send(x->c, "unread", 6, 0), 6);
+	TRY(wait_for(x->s, POLLIN, "the bytes"));
+	EXPECT_OK(shutdown(x->s, SHUT_RDWR));
+	TRY(wait_for(x->c, POLLRDHUP, "the peer's FIN"));
+	close_fd(&x->s);
+	TRY(wait_for(x->c, POLLERR, "the reset"));
+	EXPECT_ERR(send(x->c, "a", 1, MSG_NOSIGNAL), EPIPE);
+	EXPECT_ERR(send(x->c, "a", 1, MSG_NOSIGNAL), EPIPE);
+	return 0;
+}
+
 /* Both ways shut on TCP: once both FINs crossed, the connection is closed
  * at both ends (shutdown says ENOTCONN); a Unix pair stays connected. */
 static int case_both_fins_close(struct ctx *x)
@@ -1017,6 +1058,8 @@ static const struct test tests[] = {
 	{ "reset_before_epipe", case_reset_before_epipe },
 	{ "both_fins_close", case_both_fins_close },
 	{ "reset_after_queued_read", case_reset_after_queued_read },
+	{ "reset_after_fin", case_reset_after_fin },
+	{ "reset_before_refused_data", case_reset_before_refused_data },
 	{ "oob_after_peer_close", case_oob_after_peer_close },
 	{ "close_after_both_fins", case_close_after_both_fins },
 	{ "urgent_into_reset_mark", case_urgent_into_reset_mark },
