@@ -257,6 +257,13 @@ ssize_t zp_recvmsg(struct zsock *z, const struct iovec *iov, int n, struct msghd
 				continue;
 			}
 			if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+				if (errno == ECONNRESET && zp_peer_reset(z)) {
+					/* the reset we play: told once, then the end */
+					bool told = z->reset_told;
+					z->reset_told = true;
+					if (told)
+						return (ssize_t)got;
+				}
 				if (!got)
 					return -1;
 				zp_hold_kerr(z, errno);

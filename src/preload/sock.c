@@ -123,6 +123,12 @@ int zp_so_error(struct zsock *z, int kerr)
 {
 	if (z->xh)
 		return zx_so_error(z, kerr);
+	if (kerr == ECONNRESET && z->sh && zp_peer_reset(z)) {
+		/* the kernel socket's is the reset we play: told once */
+		bool told = z->reset_told;
+		z->reset_told = true;
+		return told ? 0 : kerr;
+	}
 	if (kerr || !z->sh)
 		return kerr;
 	if (zp_peer_reset(z) && !z->reset_told) {

@@ -228,10 +228,13 @@ ssize_t zp_sendmsg(struct zsock *z, const struct iovec *iov, int n, const void *
 			if (r > 0)
 				z->tx_k += (uint64_t)r;
 			pthread_mutex_unlock(&z->lock);
-			if (r > 0)
+			if (r > 0) {
 				sent += (size_t)r;
-			else if (errno != EAGAIN && errno != EWOULDBLOCK)
+			} else if (errno != EAGAIN && errno != EWOULDBLOCK) {
+				if (errno == ECONNRESET && z->sh && zp_peer_reset(z))
+					z->reset_told = true; /* (the reset we play, told) */
 				return sent ? (ssize_t)sent : -1;
+			}
 		} else {
 			/* threads of ours write one at a time, and not past our way
 			 * back (one thread alone needs no lock) */

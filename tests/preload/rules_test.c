@@ -511,6 +511,26 @@ static int case_reset_before_refused_data(struct ctx *x)
 	return 0;
 }
 
+/* A reset is reported once, by whichever call comes first (SO_ERROR,
+ * send), also where the urgent byte sent both ends back to the kernel
+ * stream, whose socket learns of the reset too. */
+static int case_reset_told_once(struct ctx *x)
+{
+	if (x->fam == AF_UNIX)
+		return skipf("a reset is TCP's here");
+	int err = -1;
+	EXPECT_RET(send(x->c, "unread", 6, 0), 6);
+	EXPECT_RET(send(x->c, "U", 1, MSG_OOB), 1);
+	TRY(wait_for(x->s, POLLPRI, "the urgent byte"));
+	close_fd(&x->s); /* with bytes unread: a reset */
+	TRY(wait_for(x->c, POLLERR, "the reset"));
+	EXPECT_ERR(send(x->c, "a", 1, MSG_NOSIGNAL), ECONNRESET);
+	TRY(so_error(x->c, &err));
+	CHECK(err == 0, "SO_ERROR after the send: %s, want 0", errname(err));
+	EXPECT_ERR(send(x->c, "a", 1, MSG_NOSIGNAL), EPIPE);
+	return 0;
+}
+
 /* Both ways shut on TCP: once both FINs crossed, the connection is closed
  * at both ends (shutdown says ENOTCONN); a Unix pair stays connected. */
 static int case_both_fins_close(struct ctx *x)
@@ -1059,6 +1079,7 @@ static const struct test tests[] = {
 	{ "both_fins_close", case_both_fins_close },
 	{ "reset_after_queued_read", case_reset_after_queued_read },
 	{ "reset_after_fin", case_reset_after_fin },
+	{ "reset_told_once", case_reset_told_once },
 	{ "reset_before_refused_data", case_reset_before_refused_data },
 	{ "oob_after_peer_close", case_oob_after_peer_close },
 	{ "close_after_both_fins", case_close_after_both_fins },
