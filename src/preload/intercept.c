@@ -469,7 +469,8 @@ EXPORT int ioctl(int fd, unsigned long req, ...)
 			errno = EFAULT;
 			return -1;
 		}
-		*(int *)arg = zp_fionread(z) == 0;
+		*(int *)arg = zp_fionread(z) == 0 && zp_peer_urg_off(z) == 0; /* (the bytes
+			before the mark went with the reset: the reader never reaches it) */
 		return 0;
 	}
 	/* the urgent mark is on the kernel stream, behind whatever the ring

@@ -47,6 +47,13 @@ bool zp_peer_wr_shut(struct zsock *z)
 
 /* Its urgent byte met our reset (TCP): our kernel would hold its mark
  * (POLLPRI) in a closed socket (ENOTCONN to an urgent read) */
+/* ... and the bytes its send had before the urgent one (the mark) */
+uint32_t zp_peer_urg_off(struct zsock *z)
+{
+	uint32_t n = zp_peer_urg_reset(z) ? atomic_load(&z->sh->urg_reset[1 - z->side]) : 0;
+	return n ? n - 1 : 0;
+}
+
 bool zp_peer_urg_reset(struct zsock *z)
 {
 	return !z->is_unix && z->sh && zp_trusted(z) &&

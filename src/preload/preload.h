@@ -102,7 +102,8 @@ struct zp_shared {
 	_Atomic uint32_t gone[2];   /* the side's last copy closed */
 	_Atomic uint32_t reset[2];  /* ... with bytes unread: the peer gets ECONNRESET */
 	_Atomic int32_t refs[2];    /* processes holding the side */
-	_Atomic uint32_t urg_reset[2]; /* TCP: the side's urgent byte met the peer's
+	_Atomic uint32_t urg_reset[2]; /* TCP: the length of the urgent send (its
+					* last byte the urgent one) whose byte met the peer's
 					* reset (zp_peer_refuses_data): the peer's
 					* kernel took its mark before resetting */
 	char pad[64 - 56];
@@ -223,6 +224,7 @@ bool zp_peer_rd_shut(struct zsock *z); /* a Unix peer shut its reading side */
 bool zp_peer_wr_shut(struct zsock *z);      /* it sends no more */
 bool zp_peer_fin(struct zsock *z);          /* ... by a shutdown */
 bool zp_peer_urg_reset(struct zsock *z);    /* its urgent byte met our reset */
+uint32_t zp_peer_urg_off(struct zsock *z);  /* ... after this many bytes */
 int zp_reset_err(struct zsock *z);          /* the peer's reset's errno */
 bool zp_peer_fin_first(struct zsock *z);    /* its FIN came before its reset */
 bool zp_peer_refuses_data(struct zsock *z); /* a TCP peer shut both ways: our

@@ -182,7 +182,9 @@ ssize_t zp_sendmsg(struct zsock *z, const struct iovec *iov, int n, const void *
 		return zp_send_shut(z, flags);
 	if (total && !zp_peer_reset(z) && zp_peer_refuses_data(z)) { /* (a reset first) */
 		if ((flags & MSG_OOB) && !z->gone_sent)
-			atomic_store_explicit(&z->sh->urg_reset[z->side], 1, memory_order_release);
+			atomic_store_explicit(&z->sh->urg_reset[z->side],
+					      total < UINT32_MAX ? (uint32_t)total : UINT32_MAX,
+					      memory_order_release);
 		return zp_send_refused(z, total, flags, false);
 	}
 	if ((flags & MSG_OOB) || ctllen) { /* what a ring cannot carry */
