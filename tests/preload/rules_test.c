@@ -531,6 +531,22 @@ static int case_reset_told_once(struct ctx *x)
 	return 0;
 }
 
+/* ... and when the urgent send had bytes before its urgent one, those go
+ * with the reset and the reader never stands at the mark. */
+static int case_urgent_into_reset_after_bytes(struct ctx *x)
+{
+	if (x->fam == AF_UNIX)
+		return skipf("urgent data is TCP's");
+	int mark = -1;
+	EXPECT_OK(shutdown(x->s, SHUT_RDWR));
+	TRY(wait_for(x->c, POLLRDHUP, "the peer's shutdown"));
+	EXPECT_RET(send(x->c, "abU", 3, MSG_OOB | MSG_NOSIGNAL), 3);
+	TRY(wait_for(x->s, POLLERR, "the reset"));
+	CHECK(!ioctl(x->s, SIOCATMARK, &mark), "SIOCATMARK: %s", errname(errno));
+	CHECK(mark == 0, "SIOCATMARK %d, want 0", mark);
+	return 0;
+}
+
 /* Both ways shut on TCP: once both FINs crossed, the connection is closed
  * at both ends (shutdown says ENOTCONN); a Unix pair stays connected. */
 static int case_both_fins_close(struct ctx *x)
@@ -1084,6 +1100,7 @@ static const struct test tests[] = {
 	{ "oob_after_peer_close", case_oob_after_peer_close },
 	{ "close_after_both_fins", case_close_after_both_fins },
 	{ "urgent_into_reset_mark", case_urgent_into_reset_mark },
+	{ "urgent_into_reset_after_bytes", case_urgent_into_reset_after_bytes },
 	{ "own_shut_wr_wakes_sender", case_own_shut_wr_wakes_sender },
 	{ "splice_stops_at_urgent_mark", case_splice_stops_at_urgent_mark },
 	{ "sendfile_after_shut_wr", case_sendfile_after_shut_wr },
