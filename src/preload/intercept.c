@@ -116,6 +116,8 @@ EXPORT int connect(int fd, const struct sockaddr *a, socklen_t len)
 	if (!z && !disabled && !zp_get(fd))
 		z = zx_connect_offer(fd, a, len); /* across hosts, when configured */
 	int r = zp_real.connect(fd, a, len), e = errno;
+	if (!z && zp_no_listener && (!r || e == EINPROGRESS))
+		zp_fell_back(fd, "no preloaded listener there");
 	if (z) {
 		if (!r || e == EINPROGRESS) {
 			atomic_store(&z->nonblock, (zp_real.fcntl(fd, F_GETFL) & O_NONBLOCK) != 0);

@@ -315,6 +315,10 @@ void zp_exec_adopt(const char *state);
 struct zsock *zp_map(int mem, uint32_t ring, int side); /* mem -1: reserved */
 void zp_listen_publish(int fd);
 struct zsock *zp_connect_offer(int fd, const struct sockaddr *a, socklen_t len);
+extern __thread bool zp_no_listener; /* zp_connect_offer found no preloaded
+				      * listener at a local address */
+void zp_fell_back(int fd, const char *why); /* a connection stays a kernel socket:
+					     * one warn line per process, then info */
 void zp_connect_done(struct zsock *z, int ok);
 struct zsock *zp_accept_match(int lfd, int fd);
 void zp_listen_close(int fd);

@@ -125,6 +125,20 @@ static struct rdv *rdvs[64];
 static int nrdv;
 static struct zl_ratelimit rl_claim, rl_answer, rl_squat;
 
+/* A connection stays a kernel socket: said at info each time (rate
+ * limited), and once per process at warn, the level zl-run logs at unless
+ * told otherwise, so that a user learns why without a line per success. */
+void zp_fell_back(int fd, const char *why)
+{
+	static atomic_bool said;
+	static struct zl_ratelimit rl;
+	if (!atomic_exchange(&said, true))
+		ZL_LOG(ZL_LOG_WARN, "preload: fd %d stays a kernel socket: %s (the first one; "
+		       "ZL_LOG=info tells each)", fd, why);
+	else
+		ZL_LOG_RL(&rl, ZL_LOG_INFO, "preload: fd %d stays a kernel socket: %s", fd, why);
+}
+
 static int high_fd(int fd)
 {
 	if (fd < 0 || fd >= HIGH_FD)
@@ -497,8 +511,8 @@ struct zsock *zp_accept_match(int lfd, int fd)
 			pending_drop(v, i);
 		}
 		if (conn < 0)
-			ZL_LOG(ZL_LOG_DEBUG, "preload: accepted fd %d stays a kernel socket (%d "
-			       "offers pending, none proven for it)", fd, v->np);
+			zp_fell_back(fd, v->np ? "accepted, no offer proven for it"
+					    : "accepted, the client is not preloaded");
 	}
 	pthread_mutex_unlock(&rdv_lock);
 	struct zsock *z = conn >= 0 ? join(fd, conn, mem, w.ring_size) : NULL;
@@ -532,8 +546,11 @@ static bool local_dest(const struct sockaddr *a)
 	       (IN6_IS_ADDR_V4MAPPED(x) && x->s6_addr[12] == 127);
 }
 
+__thread bool zp_no_listener;
+
 struct zsock *zp_connect_offer(int fd, const struct sockaddr *a, socklen_t len)
 {
+	zp_no_listener = false;
 	int family;
 	struct sockaddr_un u;
 	socklen_t ulen;
@@ -544,8 +561,7 @@ struct zsock *zp_connect_offer(int fd, const struct sockaddr *a, socklen_t len)
 	if (c < 0)
 		return NULL;
 	if (zp_real.connect(c, (struct sockaddr *)&u, ulen) || !uid_ok(c)) {
-		ZL_LOG(ZL_LOG_DEBUG, "preload: fd %d: no preloaded listener there (%s)", fd,
-		       strerror(errno));
+		zp_no_listener = true; /* said once the connection is made (connect) */
 		zp_real.close(c);
 		return NULL; /* nobody preloaded listens there: a kernel socket */
 	}
@@ -627,8 +643,7 @@ int zp_client_join(struct zsock *z)
 	if (who < 0 && !over)
 		return 0;
 	if (who < 0) {
-		ZL_LOG_RL(&rl_answer, ZL_LOG_INFO, "preload: fd %d: %s: stays a kernel socket",
-			  z->fd, z->nnamed ? "no answer came from the other end" : "no answer");
+		zp_fell_back(z->fd, z->nnamed ? "no answer came from the other end" : "no answer");
 		zp_join_free(z);
 		return -1;
 	}

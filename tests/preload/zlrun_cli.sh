@@ -2,8 +2,10 @@
 # SPDX-License-Identifier: MIT
 # zlrun_cli.sh BUILD_DIR: zl-run's command line: --help on stdout with
 # exit 0, --version, every bad option or value refused with one line on
-# stderr naming it and exit 2, a missing program with exit 127, and an
-# installed tree that still runs after it is moved elsewhere.
+# stderr naming it and exit 2, a missing program with exit 127, one line
+# by default for the first connection that stays a kernel socket (none for
+# one that switched), and an installed tree that still runs after it is
+# moved elsewhere.
 b=$1
 run=$b/tools/zl-run
 tmp=$(mktemp -d) || exit 1
@@ -54,6 +56,37 @@ out=$("$run" --ring 4096 --spin-us 0 --log error -- sh -c 'echo $ZL_PRELOAD_RING
 out=$("$run" --ring 67108864 --spin-us 1000000 -- sh -c 'echo $ZL_PRELOAD_RING $ZL_PRELOAD_SPIN_US')
 [ "$out" = "67108864 1000000" ] || fail "accepted values: '$out'"
 
+# by default: one line for the first connection that stays a kernel socket
+# (three to a listener that is not preloaded), nothing for one that switched
+if command -v python3 > /dev/null 2>&1; then
+	python3 - "$tmp/port" > /dev/null 2>&1 <<'PY' &
+import socket, sys
+l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen(8)
+open(sys.argv[1] + ".tmp", "w").write(str(l.getsockname()[1]))
+import os; os.rename(sys.argv[1] + ".tmp", sys.argv[1])
+l.settimeout(10)
+for _ in range(3):
+    l.accept()[0].close()
+PY
+	srv=$!
+	for i in $(seq 100); do [ -s "$tmp/port" ] && break; sleep 0.05; done
+	"$run" --lib "$b/src/preload/libzipline-preload.so" -- python3 -c '
+import socket, sys
+for _ in range(3):
+    socket.create_connection(("127.0.0.1", int(sys.argv[1]))).close()' "$(cat "$tmp/port")" 2> "$tmp/err"
+	wait $srv
+	[ "$(grep -c 'stays a kernel socket: no preloaded listener there' "$tmp/err")" = 1 ] &&
+		[ "$(wc -l < "$tmp/err")" = 1 ] || fail "three fallbacks said '$(cat "$tmp/err")', want one line"
+	"$run" --lib "$b/src/preload/libzipline-preload.so" -- python3 -c '
+import socket
+l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen(1)
+c = socket.create_connection(l.getsockname()); a = l.accept()[0]
+c.sendall(b"x"); assert a.recv(1) == b"x"' 2> "$tmp/err" || fail "a switched connection failed"
+	[ ! -s "$tmp/err" ] || fail "a switched connection said '$(cat "$tmp/err")', want nothing"
+else
+	echo "(no python3: the fallback line is not tried)"
+fi
+
 # installed, then moved: the preload found next to the script
 if cmake --install "$b" --prefix "$tmp/a" > "$tmp/install.log" 2>&1; then
 	mv "$tmp/a" "$tmp/moved"
@@ -68,4 +101,4 @@ else
 fi
 
 [ $fails -eq 0 ] || exit 1
-echo "PASS: zl-run's options validated, --help and --version, a missing program, a moved install"
+echo "PASS: zl-run's options validated, --help and --version, a missing program, one line for a fallback, a moved install"
