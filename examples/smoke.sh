@@ -40,4 +40,29 @@ timeout 30 "$bin/zerocopy" "shm://zl-ex-zc-$$" 100000
 echo "== poll_loop unix:///tmp/zl-ex-poll-$$.sock 3 1000"
 timeout 30 "$bin/poll_loop" "unix:///tmp/zl-ex-poll-$$.sock" 3 1000
 
+for u in "shm://zl-ex-rpc-$$" "tcp://127.0.0.1:0"; do
+	echo "== rpc serve $u 200 (background), then two callers of 100"
+	out=/tmp/zl-ex-rpc-$$.out
+	timeout 60 "$bin/rpc" serve "$u" 200 > "$out" &
+	server=$!
+	for i in $(seq 100); do grep -q "^listening on" "$out" && break; sleep 0.05; done
+	url=$(sed -n 's/^listening on //p' "$out")
+	[ -n "$url" ] || { echo "rpc serve did not start"; exit 1; }
+	timeout 30 "$bin/rpc" call "$url" 100 &
+	c1=$!
+	timeout 30 "$bin/rpc" call "$url" 100
+	wait "$c1"
+	rc=0
+	wait "$server" || rc=$?
+	server=
+	cat "$out"
+	ok=0
+	grep -q "^served 200 calls from 2 clients" "$out" && ok=1
+	rm -f "$out"
+	if [ "$rc" -ne 0 ] || [ "$ok" -ne 1 ]; then
+		echo "rpc serve failed (exit $rc)"
+		exit 1
+	fi
+done
+
 echo "== examples_smoke: OK"
