@@ -102,7 +102,8 @@ bool zp_peer_fin_first(struct zsock *z)
  * otherwise ECONNRESET. */
 int zp_reset_err(struct zsock *z)
 {
-	return !z->wr_shut && zp_peer_fin_first(z) ? EPIPE : ECONNRESET;
+	int e = atomic_load_explicit(&z->reset_err, memory_order_acquire);
+	return e ? e : ECONNRESET;
 }
 
 /* The peer broke the protocol (sock.c's top): the connection ends. */
@@ -124,6 +125,9 @@ bool zp_peer_reset(struct zsock *z)
 		return true;
 	if (!zp_trusted(z) || !atomic_load_explicit(&z->sh->reset[1 - z->side], memory_order_acquire))
 		return false;
+	/* the state it met, now: a shutdown of ours after it changes nothing */
+	int e = !zp_wr_shut(z) && zp_peer_fin_first(z) ? EPIPE : ECONNRESET, zero = 0;
+	atomic_compare_exchange_strong(&z->reset_err, &zero, e);
 	atomic_store(&z->reset_seen, true);
 	return true;
 }

@@ -142,7 +142,7 @@ struct zsock {
 	bool gone_sent;           /* TCP: we sent to a closed peer (its kernel
 				   * would reset us: EPIPE from then on) */
 	int so_err;               /* a pending error for SO_ERROR (EPIPE) */
-	int kerr_held;            /* the kernel socket's error, taken by a read
+	_Atomic int kerr_held;    /* the kernel socket's error, taken by a read
 				   * of ours that had bytes already: the
 				   * kernel's read would have left it pending
 				   * (zp_hold_kerr) */
@@ -188,6 +188,8 @@ struct zsock {
 	_Atomic uint64_t rx_kb;   /* its kbytes once its state said 1, or
 				   * ZP_UNLATCHED */
 	_Atomic bool reset_seen;  /* its reset, or a lie of its: ECONNRESET */
+	_Atomic int reset_err;    /* the errno it leaves, fixed when first seen
+				   * (zp_reset_err) */
 	_Atomic bool closed_seen; /* its end of stream, after closed_tail bytes */
 	_Atomic uint64_t closed_tail;
 	struct zx *xh;            /* across hosts (xhost.c): the rdma channel; then
@@ -226,6 +228,11 @@ bool zp_peer_fin(struct zsock *z);          /* ... by a shutdown */
 bool zp_peer_urg_reset(struct zsock *z);    /* its urgent byte met our reset */
 uint32_t zp_peer_urg_off(struct zsock *z);  /* ... after this many bytes */
 int zp_reset_err(struct zsock *z);          /* the peer's reset's errno */
+/* wr_shut, which another thread's shutdown may set (zp_shutdown) */
+static inline bool zp_wr_shut(struct zsock *z)
+{
+	return __atomic_load_n(&z->wr_shut, __ATOMIC_ACQUIRE);
+}
 bool zp_peer_fin_first(struct zsock *z);    /* its FIN came before its reset */
 bool zp_peer_refuses_data(struct zsock *z); /* a TCP peer shut both ways: our
 					     * data resets the connection */

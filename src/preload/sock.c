@@ -104,14 +104,27 @@ void zp_set(int fd, struct zsock *z)
  */
 void zp_hold_kerr(struct zsock *z, int err)
 {
-	if (err != EAGAIN && err != EWOULDBLOCK && err != EINTR && !z->kerr_held)
-		z->kerr_held = err;
+	/* the socket's own errors only (a fault in the caller's buffer is
+	 * the call's, not the socket's) */
+	if (err != ECONNRESET && err != EPIPE && err != ETIMEDOUT && err != EHOSTUNREACH &&
+	    err != ENETUNREACH && err != ECONNABORTED)
+		return;
+	if (err == ECONNRESET && z->sh && zp_peer_reset(z)) {
+		/* the reset we play: the same one, told once (reset_told) */
+		if (z->reset_told)
+			return;
+	}
+	int zero = 0;
+	atomic_compare_exchange_strong(&z->kerr_held, &zero, err);
 }
 
 int zp_take_kerr(struct zsock *z)
 {
-	int e = z->kerr_held;
-	z->kerr_held = 0;
+	if (!atomic_load_explicit(&z->kerr_held, memory_order_relaxed))
+		return 0;
+	int e = atomic_exchange(&z->kerr_held, 0);
+	if (e == ECONNRESET && z->sh && zp_peer_reset(z))
+		z->reset_told = true; /* (the reset we play) */
 	return e;
 }
 
@@ -123,6 +136,9 @@ int zp_so_error(struct zsock *z, int kerr)
 {
 	if (z->xh)
 		return zx_so_error(z, kerr);
+	int held = zp_take_kerr(z); /* (one the kernel socket no longer has) */
+	if (held && !kerr)
+		return held;
 	if (kerr == ECONNRESET && z->sh && zp_peer_reset(z)) {
 		/* the kernel socket's is the reset we play: told once */
 		bool told = z->reset_told;
@@ -265,7 +281,7 @@ void zp_forget(int fd)
 		 * the TCP connection is closed already (both FINs crossed: the
 		 * peer's socket is gone from the connection, as after a reset) */
 		uint64_t left;
-		bool closed = !z->is_unix && z->wr_shut && zp_peer_wr_shut(z);
+		bool closed = !z->is_unix && zp_wr_shut(z) && zp_peer_wr_shut(z);
 		if (!closed && ((zp_rx_left(z, &left) && zp_fionread(z) > 0) || zp_rx_avail(z) != 0 ||
 				(!z->is_unix && zp_linger_abort(z->fd))))
 			atomic_store_explicit(&z->sh->reset[z->side], 1, memory_order_relaxed);
@@ -360,7 +376,7 @@ static void unswitch(struct zsock *z)
  * moved them already (under z->lock). */
 static void switch_tx_once(struct zsock *z)
 {
-	if (z->wr_shut)
+	if (zp_wr_shut(z))
 		return; /* the kernel stream carries our end */
 	if (atomic_load_explicit(&z->tx->state, memory_order_acquire))
 		atomic_store_explicit(&z->tx_ring, true, memory_order_release);
@@ -600,7 +616,7 @@ char *zp_exec_state(bool keep)
 			n = snprintf(e, sizeof(e), "%d:%d:%d:%u:%llu:%llu:%d:%d:%llu:%d;", fd, z->mem,
 				     z->side, z->size, (unsigned long long)atomic_load(&z->rx_k),
 				     (unsigned long long)atomic_load(&z->tx_k), (int)atomic_load(&z->tx_ring),
-				     (int)z->wr_shut, (unsigned long long)atomic_load(&z->rx_w),
+				     (int)zp_wr_shut(z), (unsigned long long)atomic_load(&z->rx_w),
 				     (int)z->tx_back);
 		}
 		if (!s && !(s = malloc(cap)))

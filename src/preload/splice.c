@@ -78,7 +78,10 @@ static ssize_t from_socket(struct zsock *z, int out, size_t len, unsigned flags)
 	 * keeps the kernel's rules (it stops at an urgent mark, where a read
 	 * goes past; the real socket's O_NONBLOCK is the program's). */
 	uint64_t left;
-	if (!z->xh && zp_rx_back(z) && zp_rx_left(z, &left) && left == UINT64_MAX) {
+	zp_poll_join(z); /* (our sends follow the peer's way back first) */
+	if (!z->xh && z->tx_back && !zp_peer_reset(z) && !z->gone_sent &&
+	    (!z->rd_shut || atomic_load(&z->krd_shut)) && zp_rx_back(z) && zp_rx_left(z, &left) &&
+	    left == UINT64_MAX) {
 		int held = zp_take_kerr(z);
 		if (held) {
 			errno = held;
@@ -160,6 +163,8 @@ static ssize_t ring_room(struct zsock *z, size_t len, bool nb)
 {
 	int64_t end = deadline(z->sndtimeo_us);
 	for (;;) {
+		if (zp_wr_shut(z)) /* another thread's shutdown */
+			return zp_send_shut(z, 0);
 		if (zp_peer_rd_shut(z)) /* before any byte leaves the source */
 			return zp_epipe(0);
 		size_t room = zp_tx_room(z);
@@ -220,7 +225,7 @@ static ssize_t refused(struct zsock *z, int in, off_t *off, size_t len, unsigned
 /* pipe in into the switched socket z */
 static ssize_t to_socket(struct zsock *z, int in, size_t len, unsigned flags)
 {
-	if (z->wr_shut || zp_peer_rd_shut(z)) /* (the kernel's call would not know) */
+	if (zp_wr_shut(z) || zp_peer_rd_shut(z)) /* (the kernel's call would not know) */
 		return zp_send_shut(z, 0);
 	if (!zp_peer_reset(z) && zp_peer_refuses_data(z))
 		return refused(z, in, NULL, len, flags, false);
@@ -268,7 +273,7 @@ ssize_t zp_sendfile(int out, int in, off_t *off, size_t count)
 		return zp_real.sendfile(out, in, off, count); /* a socket as input: EINVAL */
 	if (!bounce && !(bounce = malloc(CHUNK)))
 		return -1;
-	if (zo->wr_shut || zp_peer_rd_shut(zo)) /* (the kernel's call would not know) */
+	if (zp_wr_shut(zo) || zp_peer_rd_shut(zo)) /* (the kernel's call would not know) */
 		return zp_send_shut(zo, 0);
 	if (!zp_peer_reset(zo) && zp_peer_refuses_data(zo))
 		return refused(zo, in, off, count, 0, true);

@@ -89,7 +89,7 @@ void zp_switch_back(struct zsock *z)
 	/* our ring was closed (SHUT_WR): the kernel stream now ends after our
 	 * wake-ups, as the peer reads it from now on (it needs no wake-up from
 	 * us: we follow its way back, or send nothing) */
-	if (z->wr_shut && atomic_load(&z->tx->wr_shut)) /* (none after a played reset) */
+	if (zp_wr_shut(z) && atomic_load(&z->tx->wr_shut)) /* (none after a played reset) */
 		zp_real.shutdown(z->fd, SHUT_WR);
 	zp_kernel_rd_shut(z);
 	pthread_mutex_unlock(&z->tx_lock);
@@ -117,7 +117,9 @@ static ssize_t zp_send_refused(struct zsock *z, size_t total, int flags, bool re
 {
 	if (reset && !z->is_unix && !z->reset_told) {
 		z->reset_told = true;
-		errno = zp_reset_err(z);
+		if (zp_reset_err(z) == EPIPE)
+			return zp_epipe(flags); /* (with SIGPIPE, as Linux's) */
+		errno = ECONNRESET;
 		return -1;
 	}
 	if (z->is_unix || reset || z->gone_sent) {
@@ -141,7 +143,9 @@ ssize_t zp_send_shut(struct zsock *z, int flags)
 	}
 	if (!z->is_unix && !z->reset_told && zp_peer_reset(z)) {
 		z->reset_told = true; /* the kernel's pending error comes first */
-		errno = zp_reset_err(z);
+		if (zp_reset_err(z) == EPIPE)
+			return zp_epipe(flags); /* (with SIGPIPE, as Linux's) */
+		errno = ECONNRESET;
 		return -1;
 	}
 	if (z->so_err == EPIPE)
@@ -178,7 +182,7 @@ ssize_t zp_sendmsg(struct zsock *z, const struct iovec *iov, int n, const void *
 		errno = held;
 		return -1;
 	}
-	if (z->wr_shut || zp_peer_rd_shut(z)) /* (before a way back for fds) */
+	if (zp_wr_shut(z) || zp_peer_rd_shut(z)) /* (before a way back for fds) */
 		return zp_send_shut(z, flags);
 	if (total && !zp_peer_reset(z) && zp_peer_refuses_data(z)) { /* (a reset first) */
 		if ((flags & MSG_OOB) && !z->gone_sent)
@@ -290,26 +294,34 @@ ssize_t zp_sendmsg(struct zsock *z, const struct iovec *iov, int n, const void *
 	}
 }
 
-/* Once our sends use the ring, the kernel socket stays open both ways: it
- * carries the wake-ups, also those the peer needs after our SHUT_WR. */
+static int shutdown_now(struct zsock *z, int how);
+
+/* Each shutdown is an edge (own_wakes), counted after its state changed
+ * so that a report that takes the edge shows the new state. */
 int zp_shutdown(struct zsock *z, int how)
 {
 	if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR) {
 		errno = EINVAL;
 		return -1;
 	}
-	atomic_fetch_add_explicit(&z->own_wakes, 1, memory_order_relaxed); /* (an edge) */
-	if (z->xh)
-		return zx_shutdown(z, how);
+	int r = z->xh ? zx_shutdown(z, how) : shutdown_now(z, how);
+	atomic_fetch_add_explicit(&z->own_wakes, 1, memory_order_release);
+	return r;
+}
+
+/* Once our sends use the ring, the kernel socket stays open both ways: it
+ * carries the wake-ups, also those the peer needs after our SHUT_WR. */
+static int shutdown_now(struct zsock *z, int how)
+{
 	zp_poll_join(z);
 	/* a TCP connection that was reset, or whose both ways ended, is
 	 * closed in the kernel: its shutdown fails with ENOTCONN (after
 	 * taking effect) */
 	bool closed = !z->is_unix && (z->gone_sent || zp_peer_reset(z) ||
-				      (z->wr_shut && zp_peer_wr_shut(z)));
+				      (zp_wr_shut(z) && zp_peer_wr_shut(z)));
 	pthread_mutex_lock(&z->lock);
 	bool ring = atomic_load(&z->tx_ring);
-	if (how != SHUT_RD && !z->wr_shut) {
+	if (how != SHUT_RD && !zp_wr_shut(z)) {
 		/* under tx_lock: a thread of ours writing the ring finishes its
 		 * copy first, and one that comes after sees wr_shut (a byte past
 		 * our end would be a lie to the peer); one waiting for room

@@ -276,6 +276,7 @@ struct epset {
 	int cap;
 	int *zfd;        /* the switched sockets in the set */
 	int nz, zcap;
+	int nskip;       /* registrations with skip_once (settle) */
 };
 
 #define MAX_EP 65536
@@ -595,6 +596,7 @@ static void settle(int ep, struct epset *s)
 			uint32_t now = zp_real.poll(&p, 1, 0) == 1 ? (uint16_t)p.revents : 0;
 			g->skip_once = (now & (g->events | EPOLLERR | EPOLLHUP)) == g->rep_mask &&
 				       tcp_rcvd(fd) == g->rep_rcvd;
+			s->nskip += g->skip_once;
 		}
 		if (zp_real.epoll_ctl(ep, EPOLL_CTL_MOD, fd, &k)) { /* EPOLLEXCLUSIVE */
 			zp_real.epoll_ctl(ep, EPOLL_CTL_DEL, fd, NULL);
@@ -772,6 +774,13 @@ int zp_epoll_wait(int ep, struct epoll_event *evs, int max, int timeout_ms,
 			short r = merged(z, (short)(g->events | POLLRDHUP), (short)kev[i].events, &kin);
 			if (!dup && r && report(g, z, (uint32_t)r, kin, &evs[n]))
 				n++;
+		}
+		/* the MOD's report comes at the first wait after it, or not
+		 * at all: a later one is an edge */
+		if (s->nskip > 0 && k >= 0) {
+			for (int fd = 0; fd < s->cap; fd++)
+				s->r[fd].skip_once = false;
+			s->nskip = 0;
 		}
 		pthread_mutex_unlock(&s->lock);
 		if (hit != hb)

@@ -264,6 +264,34 @@ static int case_own_shut_wr_wakes_sender(struct ctx *x)
 	return 0;
 }
 
+/* ... and so does a splice blocked on the full socket. */
+static int case_own_shut_wr_wakes_splice(struct ctx *x)
+{
+	static char big[1 << 16];
+	int fl = fcntl(x->c, F_GETFL), p[2];
+	CHECK(fl >= 0 && !fcntl(x->c, F_SETFL, fl | O_NONBLOCK), "fcntl: %s", errname(errno));
+	for (int i = 0; i < 4096 && send(x->c, big, sizeof big, MSG_NOSIGNAL) > 0; i++)
+		;
+	CHECK(errno == EAGAIN, "filling: %s, want EAGAIN", errname(errno));
+	CHECK(!fcntl(x->c, F_SETFL, fl), "fcntl: %s", errname(errno));
+	struct timeval tv = { 5, 0 }; /* a bound, far above the 100 ms */
+	CHECK(!setsockopt(x->c, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv), "SO_SNDTIMEO: %s",
+	      errname(errno));
+	CHECK(!pipe2(p, O_CLOEXEC), "pipe: %s", errname(errno));
+	CHECK(write(p[1], big, 4096) == 4096, "pipe write: %s", errname(errno));
+	struct shut_later l = { x->c };
+	pthread_t t;
+	CHECK(!pthread_create(&t, NULL, shut_wr_later, &l), "pthread_create");
+	errno = 0;
+	ssize_t r = splice(p[0], NULL, x->c, NULL, 4096, 0);
+	int e = errno;
+	pthread_join(t, NULL);
+	close(p[0]);
+	close(p[1]);
+	CHECK(r < 0 && e == EPIPE, "blocked splice: %zd %s, want -1 EPIPE", r, errname(e));
+	return 0;
+}
+
 /* The peer closes with bytes of ours unread (a reset): what it had sent
  * before is read first, then ECONNRESET once, then the end; sends fail
  * with EPIPE. */
@@ -490,6 +518,36 @@ static int case_reset_after_fin(struct ctx *x)
 	TRY(so_error(x->c, &err));
 	CHECK(err == EPIPE, "SO_ERROR %s, want EPIPE", errname(err));
 	EXPECT_ERR(send(x->c, "a", 1, MSG_NOSIGNAL), EPIPE);
+	return 0;
+}
+
+static volatile sig_atomic_t g_pipes;
+static void on_pipe(int sig)
+{
+	(void)sig;
+	g_pipes++;
+}
+
+/* ... and a send that reports it raises SIGPIPE, as EPIPE does. */
+static int case_reset_after_fin_sigpipe(struct ctx *x)
+{
+	if (x->fam == AF_UNIX)
+		return skipf("a reset is TCP's here");
+	EXPECT_RET(send(x->c, "unread", 6, 0), 6);
+	TRY(wait_for(x->s, POLLIN, "the bytes"));
+	EXPECT_OK(shutdown(x->s, SHUT_WR));
+	TRY(wait_for(x->c, POLLRDHUP, "the peer's FIN"));
+	close_fd(&x->s);
+	TRY(wait_for(x->c, POLLERR, "the reset"));
+	struct sigaction sa = { .sa_handler = on_pipe }, old;
+	sigaction(SIGPIPE, &sa, &old);
+	g_pipes = 0;
+	errno = 0;
+	ssize_t r = send(x->c, "a", 1, 0);
+	int e = errno, n = g_pipes;
+	sigaction(SIGPIPE, &old, NULL);
+	CHECK(r < 0 && e == EPIPE && n == 1, "send: %zd %s with %d SIGPIPE, want -1 EPIPE with 1",
+	      r, errname(e), n);
 	return 0;
 }
 
@@ -1095,6 +1153,7 @@ static const struct test tests[] = {
 	{ "both_fins_close", case_both_fins_close },
 	{ "reset_after_queued_read", case_reset_after_queued_read },
 	{ "reset_after_fin", case_reset_after_fin },
+	{ "reset_after_fin_sigpipe", case_reset_after_fin_sigpipe },
 	{ "reset_told_once", case_reset_told_once },
 	{ "reset_before_refused_data", case_reset_before_refused_data },
 	{ "oob_after_peer_close", case_oob_after_peer_close },
@@ -1102,6 +1161,7 @@ static const struct test tests[] = {
 	{ "urgent_into_reset_mark", case_urgent_into_reset_mark },
 	{ "urgent_into_reset_after_bytes", case_urgent_into_reset_after_bytes },
 	{ "own_shut_wr_wakes_sender", case_own_shut_wr_wakes_sender },
+	{ "own_shut_wr_wakes_splice", case_own_shut_wr_wakes_splice },
 	{ "splice_stops_at_urgent_mark", case_splice_stops_at_urgent_mark },
 	{ "sendfile_after_shut_wr", case_sendfile_after_shut_wr },
 	{ "epoll_many_ready", case_epoll_many_ready },
