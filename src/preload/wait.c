@@ -32,6 +32,16 @@
 
 /* ---- poll ------------------------------------------------------------ */
 
+/* A wait for room in a full ring looks at least this often for our own
+ * shutdown(SHUT_WR) from another thread: no byte on the kernel socket
+ * tells it (the kernel's waiters wake, and a send fails with EPIPE). */
+#define WAIT_OUT_MS 10
+
+static bool full_for(struct zsock *z, short events)
+{
+	return (events & POLLOUT) && !z->xh && atomic_load(&z->tx_ring) && zp_tx_free(z) == 0;
+}
+
 /* Events to ask the kernel for on a switched socket. */
 static short kernel_events(struct zsock *z, short want)
 {
@@ -186,7 +196,7 @@ int zp_poll(struct pollfd *fds, nfds_t n, int64_t timeout_us, const sigset_t *ma
 		int ready = any ? scan_poll(&s) : 0;
 		if (!ready && any && deadline > zl_now_us() && spin(deadline, poll_ready, &s))
 			ready = scan_poll(&s);
-		bool arm = !ready && deadline > zl_now_us(), crowded = false;
+		bool arm = !ready && deadline > zl_now_us(), crowded = false, full = false;
 		for (nfds_t i = 0; i < n; i++) {
 			k[i] = fds[i];
 			k[i].revents = 0;
@@ -207,11 +217,14 @@ int zp_poll(struct pollfd *fds, nfds_t n, int64_t timeout_us, const sigset_t *ma
 				crowded = true;
 				k[i].events &= (short)~(POLLIN | POLLRDHUP);
 			}
+			full |= full_for(z[i], fds[i].events);
 		}
 		struct timespec ts = { 0, 0 }, *tp = &ts;
 		int64_t left = deadline == ZL_NEVER ? INT64_MAX : deadline - zl_now_us();
 		if (crowded && left > 1000)
 			left = 1000;
+		if (full && left > WAIT_OUT_MS * 1000)
+			left = WAIT_OUT_MS * 1000;
 		if (!ready && left == INT64_MAX) {
 			tp = NULL;
 		} else if (!ready) {
@@ -699,7 +712,7 @@ int zp_epoll_wait(int ep, struct epoll_event *evs, int max, int timeout_ms,
 		}
 		/* arm, then sleep in the kernel */
 		pthread_mutex_lock(&s->lock);
-		bool sleep = !n && deadline > zl_now_us(), crowded = false, ready = false;
+		bool sleep = !n && deadline > zl_now_us(), crowded = false, ready = false, full = false;
 		struct armed ab[256], *am = s->nz <= 256 ? ab : calloc((size_t)s->nz, sizeof(*am));
 		int na = 0;
 		for (int j = 0; j < s->nz && am; j++) {
@@ -716,6 +729,7 @@ int zp_epoll_wait(int ep, struct epoll_event *evs, int max, int timeout_ms,
 			am[na++].z = z;
 			ready |= (a & ZP_READY) != 0;
 			crowded |= (a & ZP_CROWDED) || kernel_blind(z);
+			full |= full_for(z, (short)(s->r[fd].events & EPOLLOUT));
 			refresh(ep, s, fd, z, (a & ZP_CROWDED) != 0);
 		}
 		pthread_mutex_unlock(&s->lock);
@@ -730,6 +744,8 @@ int zp_epoll_wait(int ep, struct epoll_event *evs, int max, int timeout_ms,
 		int ms = n || !sleep ? 0 : zl_poll_ms(deadline);
 		if (crowded && (ms < 0 || ms > 1))
 			ms = 1; /* another sleeper's drain may take our wake-up */
+		if (full && (ms < 0 || ms > WAIT_OUT_MS))
+			ms = WAIT_OUT_MS;
 		struct epoll_event kb[256], *kev = kb;
 		int room = max - n;
 		if (room > 256 && !(kev = kernel_events_buf(room))) {
@@ -811,10 +827,6 @@ static bool one_ready(void *arg)
 	return zp_ready(o->z, o->events) != 0;
 }
 
-/* A sender waiting for room looks at least this often for our own
- * shutdown(SHUT_WR) from another thread: no byte on the kernel socket
- * tells it (the kernel's sender wakes and fails with EPIPE). */
-#define WAIT_OUT_MS 10
 
 int zp_wait_one(struct zsock *z, short events, int64_t deadline)
 {

@@ -292,6 +292,28 @@ static int case_own_shut_wr_wakes_splice(struct ctx *x)
 	return 0;
 }
 
+/* ... and a poll for room on it (TCP: POLLOUT once the sending side is
+ * shut; a Unix socket shows none). */
+static int case_own_shut_wr_wakes_poll(struct ctx *x)
+{
+	if (x->fam == AF_UNIX)
+		return skipf("a Unix socket shows no POLLOUT after SHUT_WR");
+	static char big[1 << 16];
+	int fl = fcntl(x->c, F_GETFL);
+	CHECK(fl >= 0 && !fcntl(x->c, F_SETFL, fl | O_NONBLOCK), "fcntl: %s", errname(errno));
+	for (int i = 0; i < 4096 && send(x->c, big, sizeof big, MSG_NOSIGNAL) > 0; i++)
+		;
+	CHECK(errno == EAGAIN, "filling: %s, want EAGAIN", errname(errno));
+	struct shut_later l = { x->c };
+	pthread_t t;
+	CHECK(!pthread_create(&t, NULL, shut_wr_later, &l), "pthread_create");
+	struct pollfd p = { x->c, POLLOUT, 0 };
+	int r = poll(&p, 1, 5000); /* a bound, far above the 100 ms */
+	pthread_join(t, NULL);
+	CHECK(r == 1 && (p.revents & POLLOUT), "poll: %d, %s; want 1, OUT", r, evname(p.revents));
+	return 0;
+}
+
 /* The peer closes with bytes of ours unread (a reset): what it had sent
  * before is read first, then ECONNRESET once, then the end; sends fail
  * with EPIPE. */
@@ -1162,6 +1184,7 @@ static const struct test tests[] = {
 	{ "urgent_into_reset_after_bytes", case_urgent_into_reset_after_bytes },
 	{ "own_shut_wr_wakes_sender", case_own_shut_wr_wakes_sender },
 	{ "own_shut_wr_wakes_splice", case_own_shut_wr_wakes_splice },
+	{ "own_shut_wr_wakes_poll", case_own_shut_wr_wakes_poll },
 	{ "splice_stops_at_urgent_mark", case_splice_stops_at_urgent_mark },
 	{ "sendfile_after_shut_wr", case_sendfile_after_shut_wr },
 	{ "epoll_many_ready", case_epoll_many_ready },
