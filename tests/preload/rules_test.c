@@ -181,6 +181,26 @@ struct shut_later {
 	int fd;
 };
 
+/* Fill x->c's way to the peer until a send would block (*filled: the
+ * bytes, if asked), then give its blocking sends a 5 s bound, far above
+ * the waits of the cases that use it. */
+static int fill_c(struct ctx *x, long *filled)
+{
+	static char chunk[1 << 16];
+	int fl = fcntl(x->c, F_GETFL);
+	CHECK(fl >= 0 && !fcntl(x->c, F_SETFL, fl | O_NONBLOCK), "fcntl: %s", errname(errno));
+	ssize_t k;
+	for (int i = 0; i < 4096 && (k = send(x->c, chunk, sizeof chunk, MSG_NOSIGNAL)) > 0; i++)
+		if (filled)
+			*filled += k;
+	CHECK(errno == EAGAIN, "filling: %s, want EAGAIN", errname(errno));
+	CHECK(!fcntl(x->c, F_SETFL, fl), "fcntl: %s", errname(errno));
+	struct timeval tv = { 5, 0 };
+	CHECK(!setsockopt(x->c, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv), "SO_SNDTIMEO: %s",
+	      errname(errno));
+	return 0;
+}
+
 static void *shut_rd_later(void *arg)
 {
 	struct shut_later *l = arg;
@@ -197,15 +217,7 @@ static int case_peer_shut_rd_wakes_sender(struct ctx *x)
 	if (x->fam != AF_UNIX)
 		return 0;
 	static char big[1 << 16];
-	int fl = fcntl(x->c, F_GETFL);
-	CHECK(fl >= 0 && !fcntl(x->c, F_SETFL, fl | O_NONBLOCK), "fcntl: %s", errname(errno));
-	for (int i = 0; i < 4096 && send(x->c, big, sizeof big, MSG_NOSIGNAL) > 0; i++)
-		;
-	CHECK(errno == EAGAIN, "filling: %s, want EAGAIN", errname(errno));
-	CHECK(!fcntl(x->c, F_SETFL, fl), "fcntl: %s", errname(errno));
-	struct timeval tv = { 5, 0 }; /* a bound, far above the 100 ms */
-	CHECK(!setsockopt(x->c, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv), "SO_SNDTIMEO: %s",
-	      errname(errno));
+	TRY(fill_c(x, NULL));
 	struct shut_later l = { x->s };
 	pthread_t t;
 	CHECK(!pthread_create(&t, NULL, shut_rd_later, &l), "pthread_create");
@@ -233,16 +245,7 @@ static int case_own_shut_wr_wakes_sender(struct ctx *x)
 {
 	static char big[1 << 16], sink[1 << 16];
 	long filled = 0;
-	int fl = fcntl(x->c, F_GETFL);
-	CHECK(fl >= 0 && !fcntl(x->c, F_SETFL, fl | O_NONBLOCK), "fcntl: %s", errname(errno));
-	ssize_t k;
-	for (int i = 0; i < 4096 && (k = send(x->c, big, sizeof big, MSG_NOSIGNAL)) > 0; i++)
-		filled += k;
-	CHECK(errno == EAGAIN, "filling: %s, want EAGAIN", errname(errno));
-	CHECK(!fcntl(x->c, F_SETFL, fl), "fcntl: %s", errname(errno));
-	struct timeval tv = { 5, 0 }; /* a bound, far above the 100 ms */
-	CHECK(!setsockopt(x->c, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv), "SO_SNDTIMEO: %s",
-	      errname(errno));
+	TRY(fill_c(x, &filled));
 	struct shut_later l = { x->c };
 	pthread_t t;
 	CHECK(!pthread_create(&t, NULL, shut_wr_later, &l), "pthread_create");
@@ -268,15 +271,8 @@ static int case_own_shut_wr_wakes_sender(struct ctx *x)
 static int case_own_shut_wr_wakes_splice(struct ctx *x)
 {
 	static char big[1 << 16];
-	int fl = fcntl(x->c, F_GETFL), p[2];
-	CHECK(fl >= 0 && !fcntl(x->c, F_SETFL, fl | O_NONBLOCK), "fcntl: %s", errname(errno));
-	for (int i = 0; i < 4096 && send(x->c, big, sizeof big, MSG_NOSIGNAL) > 0; i++)
-		;
-	CHECK(errno == EAGAIN, "filling: %s, want EAGAIN", errname(errno));
-	CHECK(!fcntl(x->c, F_SETFL, fl), "fcntl: %s", errname(errno));
-	struct timeval tv = { 5, 0 }; /* a bound, far above the 100 ms */
-	CHECK(!setsockopt(x->c, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv), "SO_SNDTIMEO: %s",
-	      errname(errno));
+	int p[2];
+	TRY(fill_c(x, NULL));
 	CHECK(!pipe2(p, O_CLOEXEC), "pipe: %s", errname(errno));
 	CHECK(write(p[1], big, 4096) == 4096, "pipe write: %s", errname(errno));
 	struct shut_later l = { x->c };
@@ -298,12 +294,7 @@ static int case_own_shut_wr_wakes_poll(struct ctx *x)
 {
 	if (x->fam == AF_UNIX)
 		return skipf("a Unix socket shows no POLLOUT after SHUT_WR");
-	static char big[1 << 16];
-	int fl = fcntl(x->c, F_GETFL);
-	CHECK(fl >= 0 && !fcntl(x->c, F_SETFL, fl | O_NONBLOCK), "fcntl: %s", errname(errno));
-	for (int i = 0; i < 4096 && send(x->c, big, sizeof big, MSG_NOSIGNAL) > 0; i++)
-		;
-	CHECK(errno == EAGAIN, "filling: %s, want EAGAIN", errname(errno));
+	TRY(fill_c(x, NULL));
 	struct shut_later l = { x->c };
 	pthread_t t;
 	CHECK(!pthread_create(&t, NULL, shut_wr_later, &l), "pthread_create");
@@ -505,19 +496,43 @@ static int case_close_after_both_fins(struct ctx *x)
 }
 
 /* An urgent byte that meets a peer that shut both ways resets it, and
- * leaves its mark there: the peer stands at it once it read the rest. */
-static int case_urgent_into_reset_mark(struct ctx *x)
+ * leaves its mark there: the peer stands at it once it read the rest;
+ * when the urgent send had bytes before its urgent one, those go with the
+ * reset and the reader never stands at the mark. */
+static int urgent_into_reset(struct ctx *x, const char *bytes, int len, int want)
 {
 	if (x->fam == AF_UNIX)
 		return skipf("urgent data is TCP's");
 	int mark = -1;
 	EXPECT_OK(shutdown(x->s, SHUT_RDWR));
 	TRY(wait_for(x->c, POLLRDHUP, "the peer's shutdown"));
-	EXPECT_RET(send(x->c, "U", 1, MSG_OOB | MSG_NOSIGNAL), 1);
+	EXPECT_RET(send(x->c, bytes, (size_t)len, MSG_OOB | MSG_NOSIGNAL), len);
 	TRY(wait_for(x->s, POLLERR, "the reset"));
 	CHECK(!ioctl(x->s, SIOCATMARK, &mark), "SIOCATMARK: %s", errname(errno));
-	CHECK(mark == 1, "SIOCATMARK %d, want 1", mark);
+	CHECK(mark == want, "SIOCATMARK %d, want %d", mark, want);
 	return 0;
+}
+
+static int case_urgent_into_reset_mark(struct ctx *x)
+{
+	return urgent_into_reset(x, "U", 1, 1);
+}
+
+static int case_urgent_into_reset_after_bytes(struct ctx *x)
+{
+	return urgent_into_reset(x, "abU", 3, 0);
+}
+
+/* The peer shuts its sending side (a FIN), then closes with our bytes
+ * unread (a reset). */
+static int fin_then_reset(struct ctx *x)
+{
+	EXPECT_RET(send(x->c, "unread", 6, 0), 6);
+	TRY(wait_for(x->s, POLLIN, "the bytes"));
+	EXPECT_OK(shutdown(x->s, SHUT_WR));
+	TRY(wait_for(x->c, POLLRDHUP, "the peer's FIN"));
+	close_fd(&x->s);
+	return wait_for(x->c, POLLERR, "the reset");
 }
 
 /* A reset that follows the peer's FIN (it shut its sending side, then
@@ -529,12 +544,7 @@ static int case_reset_after_fin(struct ctx *x)
 		return skipf("a reset is TCP's here");
 	char b[16];
 	int err = 0;
-	EXPECT_RET(send(x->c, "unread", 6, 0), 6);
-	TRY(wait_for(x->s, POLLIN, "the bytes"));
-	EXPECT_OK(shutdown(x->s, SHUT_WR));
-	TRY(wait_for(x->c, POLLRDHUP, "the peer's FIN"));
-	close_fd(&x->s); /* with "unread" unread: a reset */
-	TRY(wait_for(x->c, POLLERR, "the reset"));
+	TRY(fin_then_reset(x));
 	EXPECT_RET(recv(x->c, b, sizeof b, MSG_DONTWAIT), 0);
 	EXPECT_RET(recv(x->c, b, sizeof b, MSG_DONTWAIT), 0);
 	TRY(so_error(x->c, &err));
@@ -555,12 +565,7 @@ static int case_reset_after_fin_sigpipe(struct ctx *x)
 {
 	if (x->fam == AF_UNIX)
 		return skipf("a reset is TCP's here");
-	EXPECT_RET(send(x->c, "unread", 6, 0), 6);
-	TRY(wait_for(x->s, POLLIN, "the bytes"));
-	EXPECT_OK(shutdown(x->s, SHUT_WR));
-	TRY(wait_for(x->c, POLLRDHUP, "the peer's FIN"));
-	close_fd(&x->s);
-	TRY(wait_for(x->c, POLLERR, "the reset"));
+	TRY(fin_then_reset(x));
 	struct sigaction sa = { .sa_handler = on_pipe }, old;
 	sigaction(SIGPIPE, &sa, &old);
 	g_pipes = 0;
@@ -608,22 +613,6 @@ static int case_reset_told_once(struct ctx *x)
 	TRY(so_error(x->c, &err));
 	CHECK(err == 0, "SO_ERROR after the send: %s, want 0", errname(err));
 	EXPECT_ERR(send(x->c, "a", 1, MSG_NOSIGNAL), EPIPE);
-	return 0;
-}
-
-/* ... and when the urgent send had bytes before its urgent one, those go
- * with the reset and the reader never stands at the mark. */
-static int case_urgent_into_reset_after_bytes(struct ctx *x)
-{
-	if (x->fam == AF_UNIX)
-		return skipf("urgent data is TCP's");
-	int mark = -1;
-	EXPECT_OK(shutdown(x->s, SHUT_RDWR));
-	TRY(wait_for(x->c, POLLRDHUP, "the peer's shutdown"));
-	EXPECT_RET(send(x->c, "abU", 3, MSG_OOB | MSG_NOSIGNAL), 3);
-	TRY(wait_for(x->s, POLLERR, "the reset"));
-	CHECK(!ioctl(x->s, SIOCATMARK, &mark), "SIOCATMARK: %s", errname(errno));
-	CHECK(mark == 0, "SIOCATMARK %d, want 0", mark);
 	return 0;
 }
 
