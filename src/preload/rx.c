@@ -211,8 +211,9 @@ ssize_t zp_recvmsg(struct zsock *z, const struct iovec *iov, int n, struct msghd
 		if (cm)
 			cm->msg_controllen = cap;
 		/* a TCP connection reset before the peer's FIN is closed in the
-		 * kernel: where an urgent byte came, that is ENOTCONN */
-		if (!z->is_unix && zp_peer_reset(z) && !zp_peer_fin(z)) {
+		 * kernel: where an urgent byte came, that is ENOTCONN (a kernel
+		 * EOF after the reset we play is an artefact: zp_peer_fin_first) */
+		if (!z->is_unix && zp_peer_reset(z) && !zp_peer_fin_first(z)) {
 			char c;
 			if (zp_peer_urg_reset(z) ||
 			    zp_real.recv(z->fd, &c, 1, MSG_OOB | MSG_PEEK | MSG_DONTWAIT) >= 0 ||

@@ -523,6 +523,23 @@ static int case_urgent_into_reset_after_bytes(struct ctx *x)
 	return urgent_into_reset(x, "abU", 3, 0);
 }
 
+/* The urgent byte that met our reset stays pending in our closed socket
+ * (ENOTCONN to an urgent read) after the sender closes too: its close
+ * sends nothing to a reset connection, so no FIN can make it EINVAL. */
+static int case_urgent_into_reset_then_close(struct ctx *x)
+{
+	char b[8];
+	TRY(urgent_into_reset(x, "U", 1, 1));
+	EXPECT_ERR(recv(x->s, b, sizeof b, MSG_DONTWAIT), ECONNRESET);
+	close_fd(&x->c);
+	usleep(20000); /* (a FIN, if one went, arrives in microseconds) */
+	struct pollfd p = { .fd = x->s, .events = POLLIN | POLLPRI };
+	EXPECT_RET(poll(&p, 1, 0), 1);
+	EXPECT_RET(recv(x->s, b, sizeof b, MSG_DONTWAIT), 0);
+	EXPECT_ERR(recv(x->s, b, 1, MSG_OOB | MSG_DONTWAIT), ENOTCONN);
+	return 0;
+}
+
 /* The peer shuts its sending side (a FIN), then closes with our bytes
  * unread (a reset). */
 static int fin_then_reset(struct ctx *x)
@@ -1171,6 +1188,7 @@ static const struct test tests[] = {
 	{ "close_after_both_fins", case_close_after_both_fins },
 	{ "urgent_into_reset_mark", case_urgent_into_reset_mark },
 	{ "urgent_into_reset_after_bytes", case_urgent_into_reset_after_bytes },
+	{ "urgent_into_reset_then_close", case_urgent_into_reset_then_close },
 	{ "own_shut_wr_wakes_sender", case_own_shut_wr_wakes_sender },
 	{ "own_shut_wr_wakes_splice", case_own_shut_wr_wakes_splice },
 	{ "own_shut_wr_wakes_poll", case_own_shut_wr_wakes_poll },
