@@ -279,13 +279,21 @@ void zp_forget(int fd)
 		/* the last copy of our side: the peer sees the end of the stream,
 		 * or a reset if we leave bytes unread (as TCP sends RST), unless
 		 * the TCP connection is closed already (both FINs crossed: the
-		 * peer's socket is gone from the connection, as after a reset) */
+		 * peer's socket is gone from the connection, as after a reset;
+		 * or a reset closed ours: a closed socket sends nothing) */
 		uint64_t left;
-		bool closed = !z->is_unix && zp_wr_shut(z) && zp_peer_wr_shut(z);
+		bool closed = !z->is_unix && ((zp_wr_shut(z) && zp_peer_wr_shut(z)) ||
+					      zp_peer_reset(z) || z->gone_sent);
 		if (!closed && ((zp_rx_left(z, &left) && zp_fionread(z) > 0) || zp_rx_avail(z) != 0 ||
-				(!z->is_unix && zp_linger_abort(z->fd))))
+				(!z->is_unix && zp_linger_abort(z->fd)))) {
 			atomic_store_explicit(&z->sh->reset[z->side], 1, memory_order_relaxed);
-		else
+			/* the kernel socket resets too (SO_LINGER 0: RST, not FIN):
+			 * a peer already back on the kernel stream both ways has
+			 * left the rings and learns of it only there */
+			struct linger abort0 = { 1, 0 };
+			if (!z->is_unix)
+				zp_real.setsockopt(z->fd, SOL_SOCKET, SO_LINGER, &abort0, sizeof(abort0));
+		} else
 			zp_drain(z); /* unread wake-ups would make the kernel reset */
 		if (!z->tx_back) /* (after our way back the kernel's FIN says it) */
 			atomic_store_explicit(&z->tx->closed, 1, memory_order_release);

@@ -396,6 +396,28 @@ static int case_data_after_both_shut_resets(struct ctx *x)
 	return 0;
 }
 
+/* A socket that a reset closed sends nothing when it is closed, even with
+ * bytes unread: its peer sees no second reset (TCP). */
+static int case_close_after_reset_sends_nothing(struct ctx *x)
+{
+	int err = -1;
+	if (x->fam == AF_UNIX)
+		return skipf("a reset is TCP's here");
+	EXPECT_RET(write(x->c, "queued", 6), 6);
+	TRY(wait_for(x->s, POLLIN, "the bytes at the peer"));
+	EXPECT_OK(shutdown(x->s, SHUT_RDWR));
+	TRY(wait_for(x->c, POLLIN | POLLRDHUP, "the peer's shutdown"));
+	EXPECT_RET(send(x->c, "late", 4, MSG_NOSIGNAL), 4);
+	TRY(wait_for(x->s, POLLERR, "the reset at the peer"));
+	EXPECT_ERR(send(x->c, "a", 1, MSG_NOSIGNAL), EPIPE);
+	close_fd(&x->s); /* ("queued" unread) */
+	usleep(20000); /* (a reset, if one went, arrives in microseconds) */
+	TRY(so_error(x->c, &err));
+	CHECK(err == 0, "SO_ERROR after the close: %s, want 0", errname(err));
+	EXPECT_ERR(send(x->c, "a", 1, MSG_NOSIGNAL), EPIPE);
+	return 0;
+}
+
 /* The peer's reset is the error a send after our own SHUT_WR reports
  * first (TCP), then EPIPE. */
 static int case_reset_before_epipe(struct ctx *x)
@@ -529,6 +551,8 @@ static int case_urgent_into_reset_after_bytes(struct ctx *x)
 static int case_urgent_into_reset_then_close(struct ctx *x)
 {
 	char b[8];
+	if (x->fam == AF_UNIX)
+		return skipf("urgent data is TCP's");
 	TRY(urgent_into_reset(x, "U", 1, 1));
 	EXPECT_ERR(recv(x->s, b, sizeof b, MSG_DONTWAIT), ECONNRESET);
 	close_fd(&x->c);
@@ -631,6 +655,46 @@ static int case_reset_told_once(struct ctx *x)
 	CHECK(err == 0, "SO_ERROR after the send: %s, want 0", errname(err));
 	EXPECT_ERR(send(x->c, "a", 1, MSG_NOSIGNAL), EPIPE);
 	return 0;
+}
+
+/* Our FIN went (SHUT_WR), then the peer closed with our bytes unread (a
+ * reset, in FIN_WAIT2): the reset's ECONNRESET is pending and comes before
+ * the EPIPE of our own shutdown, once. With urgent, the peer first sends
+ * an urgent byte that we read and peeks at our bytes: under the preload
+ * both ways are then back on the kernel stream and our end is a kernel
+ * socket again, while our bytes wait on the ring: the reset must reach
+ * our kernel socket. */
+static int reset_after_own_fin(struct ctx *x, int urgent)
+{
+	char u;
+	if (x->fam == AF_UNIX)
+		return skipf("a reset is TCP's here");
+	EXPECT_RET(send(x->c, "unread", 6, 0), 6);
+	TRY(wait_for(x->s, POLLIN, "the bytes"));
+	if (urgent) {
+		EXPECT_RET(send(x->s, "U", 1, MSG_OOB), 1);
+		TRY(wait_for(x->c, POLLPRI, "the urgent byte"));
+		EXPECT_RET(recv(x->c, &u, 1, MSG_OOB), 1);
+		char b[16];
+		EXPECT_RET(recv(x->s, b, sizeof b, MSG_PEEK | MSG_DONTWAIT), 6);
+	}
+	EXPECT_OK(shutdown(x->c, SHUT_WR));
+	TRY(wait_for(x->s, POLLRDHUP, "our FIN"));
+	close_fd(&x->s);
+	TRY(wait_for(x->c, POLLERR, "the reset"));
+	EXPECT_ERR(send(x->c, "a", 1, MSG_NOSIGNAL), ECONNRESET);
+	EXPECT_ERR(send(x->c, "a", 1, MSG_NOSIGNAL), EPIPE);
+	return 0;
+}
+
+static int case_reset_after_own_fin(struct ctx *x)
+{
+	return reset_after_own_fin(x, 0);
+}
+
+static int case_reset_after_own_fin_urgent(struct ctx *x)
+{
+	return reset_after_own_fin(x, 1);
 }
 
 /* Both ways shut on TCP: once both FINs crossed, the connection is closed
@@ -1183,6 +1247,9 @@ static const struct test tests[] = {
 	{ "reset_after_fin", case_reset_after_fin },
 	{ "reset_after_fin_sigpipe", case_reset_after_fin_sigpipe },
 	{ "reset_told_once", case_reset_told_once },
+	{ "reset_after_own_fin", case_reset_after_own_fin },
+	{ "close_after_reset_sends_nothing", case_close_after_reset_sends_nothing },
+	{ "reset_after_own_fin_urgent", case_reset_after_own_fin_urgent },
 	{ "reset_before_refused_data", case_reset_before_refused_data },
 	{ "oob_after_peer_close", case_oob_after_peer_close },
 	{ "close_after_both_fins", case_close_after_both_fins },
