@@ -128,6 +128,18 @@ int zp_take_kerr(struct zsock *z)
 	return e;
 }
 
+/* kerr, the kernel socket's pending error, or 0 where it is the reset we
+ * play (the peer's close with bytes unread also resets the kernel socket:
+ * zp_forget) and that reset was told already: one reset, told once. */
+int zp_kerr_once(struct zsock *z, int kerr)
+{
+	if ((kerr != ECONNRESET && kerr != EPIPE) || !z->sh || !zp_peer_reset(z))
+		return kerr;
+	bool told = z->reset_told;
+	z->reset_told = true;
+	return told ? 0 : kerr;
+}
+
 /* SO_ERROR of a switched socket (kerr: what the kernel socket says): on
  * one host the peer's reset, once (as the kernel clears a socket's error
  * when it reports it; a read then sees the end of the stream); across
@@ -139,12 +151,8 @@ int zp_so_error(struct zsock *z, int kerr)
 	int held = zp_take_kerr(z); /* (one the kernel socket no longer has) */
 	if (held && !kerr)
 		return held;
-	if (kerr == ECONNRESET && z->sh && zp_peer_reset(z)) {
-		/* the kernel socket's is the reset we play: told once */
-		bool told = z->reset_told;
-		z->reset_told = true;
-		return told ? 0 : kerr;
-	}
+	if (kerr == ECONNRESET && z->sh && zp_peer_reset(z))
+		return zp_kerr_once(z, kerr); /* the kernel socket's is the reset we play */
 	if (kerr || !z->sh)
 		return kerr;
 	if (zp_peer_reset(z) && !z->reset_told) {

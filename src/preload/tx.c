@@ -152,7 +152,8 @@ ssize_t zp_send_shut(struct zsock *z, int flags)
 		z->so_err = 0; /* (the pending error this call reports) */
 	int err = 0;
 	socklen_t l = sizeof(err);
-	if (!z->is_unix && !zp_real.getsockopt(z->fd, SOL_SOCKET, SO_ERROR, &err, &l) && err) {
+	if (!z->is_unix && !zp_real.getsockopt(z->fd, SOL_SOCKET, SO_ERROR, &err, &l) &&
+	    (err = zp_kerr_once(z, err))) {
 		errno = err; /* the kernel socket's reset (after both ways went back) */
 		return -1;
 	}

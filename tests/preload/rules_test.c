@@ -663,7 +663,9 @@ static int case_reset_told_once(struct ctx *x)
  * an urgent byte that we read and peeks at our bytes: under the preload
  * both ways are then back on the kernel stream and our end is a kernel
  * socket again, while our bytes wait on the ring: the reset must reach
- * our kernel socket. */
+ * our kernel socket. With urgent_unread, our urgent send leaves bytes
+ * unread on the kernel stream too: the peer's kernel resets as well, and
+ * that reset and the one the preload plays are one, told once. */
 static int reset_after_own_fin(struct ctx *x, int urgent)
 {
 	char u;
@@ -671,20 +673,34 @@ static int reset_after_own_fin(struct ctx *x, int urgent)
 		return skipf("a reset is TCP's here");
 	EXPECT_RET(send(x->c, "unread", 6, 0), 6);
 	TRY(wait_for(x->s, POLLIN, "the bytes"));
-	if (urgent) {
+	if (urgent == 1) {
 		EXPECT_RET(send(x->s, "U", 1, MSG_OOB), 1);
 		TRY(wait_for(x->c, POLLPRI, "the urgent byte"));
 		EXPECT_RET(recv(x->c, &u, 1, MSG_OOB), 1);
 		char b[16];
 		EXPECT_RET(recv(x->s, b, sizeof b, MSG_PEEK | MSG_DONTWAIT), 6);
+	} else if (urgent == 2) {
+		EXPECT_RET(send(x->c, "xyV", 3, MSG_OOB), 3);
+		TRY(wait_for(x->s, POLLPRI, "the urgent byte"));
 	}
 	EXPECT_OK(shutdown(x->c, SHUT_WR));
 	TRY(wait_for(x->s, POLLRDHUP, "our FIN"));
 	close_fd(&x->s);
-	TRY(wait_for(x->c, POLLERR, "the reset"));
+	if (urgent == 2) /* (no look between: the sends meet the reset first) */
+		usleep(20000);
+	else
+		TRY(wait_for(x->c, POLLERR, "the reset"));
 	EXPECT_ERR(send(x->c, "a", 1, MSG_NOSIGNAL), ECONNRESET);
 	EXPECT_ERR(send(x->c, "a", 1, MSG_NOSIGNAL), EPIPE);
+	int err = -1;
+	TRY(so_error(x->c, &err));
+	CHECK(err == 0, "SO_ERROR after the reset was told: %s, want 0", errname(err));
 	return 0;
+}
+
+static int case_reset_after_own_fin_urgent_unread(struct ctx *x)
+{
+	return reset_after_own_fin(x, 2);
 }
 
 static int case_reset_after_own_fin(struct ctx *x)
@@ -1248,6 +1264,7 @@ static const struct test tests[] = {
 	{ "reset_after_fin_sigpipe", case_reset_after_fin_sigpipe },
 	{ "reset_told_once", case_reset_told_once },
 	{ "reset_after_own_fin", case_reset_after_own_fin },
+	{ "reset_after_own_fin_urgent_unread", case_reset_after_own_fin_urgent_unread },
 	{ "close_after_reset_sends_nothing", case_close_after_reset_sends_nothing },
 	{ "reset_after_own_fin_urgent", case_reset_after_own_fin_urgent },
 	{ "reset_before_refused_data", case_reset_before_refused_data },
