@@ -227,6 +227,7 @@ bool zp_peer_wr_shut(struct zsock *z);      /* it sends no more */
 bool zp_peer_fin(struct zsock *z);          /* ... by a shutdown */
 bool zp_peer_urg_reset(struct zsock *z);    /* its urgent byte met our reset */
 uint32_t zp_peer_urg_off(struct zsock *z);  /* ... after this many bytes */
+void zp_kernel_failed(struct zsock *z, int err); /* its reset, told by a kernel call */
 int zp_kerr_once(struct zsock *z, int kerr);   /* a kernel error, or 0: the played reset told */
 int zp_reset_err(struct zsock *z);          /* the peer's reset's errno */
 /* wr_shut, which another thread's shutdown may set (zp_shutdown) */

@@ -140,6 +140,14 @@ int zp_kerr_once(struct zsock *z, int kerr)
 	return told ? 0 : kerr;
 }
 
+/* A call on the kernel socket failed with err: where that is the reset we
+ * play (the kernel socket learnt of it too), it has been told. */
+void zp_kernel_failed(struct zsock *z, int err)
+{
+	if ((err == ECONNRESET || err == EPIPE) && z->sh && zp_peer_reset(z))
+		z->reset_told = true;
+}
+
 /* SO_ERROR of a switched socket (kerr: what the kernel socket says): on
  * one host the peer's reset, once (as the kernel clears a socket's error
  * when it reports it; a read then sees the end of the stream); across
@@ -151,7 +159,7 @@ int zp_so_error(struct zsock *z, int kerr)
 	int held = zp_take_kerr(z); /* (one the kernel socket no longer has) */
 	if (held && !kerr)
 		return held;
-	if (kerr == ECONNRESET && z->sh && zp_peer_reset(z))
+	if ((kerr == ECONNRESET || kerr == EPIPE) && z->sh && zp_peer_reset(z))
 		return zp_kerr_once(z, kerr); /* the kernel socket's is the reset we play */
 	if (kerr || !z->sh)
 		return kerr;
@@ -262,6 +270,18 @@ static void zsock_free(struct zsock *z)
 	free(z);
 }
 
+/* A TCP socket that a reset (or both FINs) closed sends nothing when it
+ * is closed; ours, which played that close, still has a live kernel
+ * socket whose unread bytes would make its close a reset the peer's kernel
+ * socket never had: they are read first (bounded: 64 MiB). */
+static void flush_kernel(int fd)
+{
+	char buf[16384];
+	for (int i = 0; i < 4096; i++)
+		if (zp_real.recv(fd, buf, sizeof(buf), MSG_DONTWAIT) <= 0)
+			break;
+}
+
 void zp_forget(int fd)
 {
 	if (!table || fd < 0 || fd >= table_len)
@@ -301,6 +321,8 @@ void zp_forget(int fd)
 			struct linger abort0 = { 1, 0 };
 			if (!z->is_unix)
 				zp_real.setsockopt(z->fd, SOL_SOCKET, SO_LINGER, &abort0, sizeof(abort0));
+		} else if (closed) {
+			flush_kernel(z->fd); /* its unread bytes would make it reset */
 		} else
 			zp_drain(z); /* unread wake-ups would make the kernel reset */
 		if (!z->tx_back) /* (after our way back the kernel's FIN says it) */

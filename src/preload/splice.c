@@ -136,6 +136,8 @@ static ssize_t kernel_call(struct zsock *z, int in, off_t *off, size_t len, unsi
 		int e = errno;
 		if (r > 0)
 			z->tx_k += (uint64_t)r;
+		else if (r < 0)
+			zp_kernel_failed(z, e);
 		pthread_mutex_unlock(&z->lock);
 		if (r >= 0 || e != EAGAIN || nb) {
 			errno = e;

@@ -238,9 +238,13 @@ ssize_t zp_sendmsg(struct zsock *z, const struct iovec *iov, int n, const void *
 			if (r > 0) {
 				sent += (size_t)r;
 			} else if (errno != EAGAIN && errno != EWOULDBLOCK) {
-				if (errno == ECONNRESET && z->sh && zp_peer_reset(z))
-					z->reset_told = true; /* (the reset we play, told) */
-				return sent ? (ssize_t)sent : -1;
+				if (!sent) {
+					zp_kernel_failed(z, errno); /* (the reset we play, told) */
+					return -1;
+				}
+				zp_hold_kerr(z, errno); /* (the kernel's own send would
+							 * have left it pending) */
+				return (ssize_t)sent;
 			}
 		} else {
 			/* threads of ours write one at a time, and not past our way

@@ -85,6 +85,8 @@ static short merged(struct zsock *z, short want, short krev, bool *kin)
 	*kin = rx_kernel && (krev & POLLIN);
 	if (!atomic_load_explicit(&z->tx_ring, memory_order_acquire))
 		r |= krev & POLLOUT;
+	if ((krev & POLLERR) && z->reset_told && zp_peer_reset(z))
+		krev &= (short)~POLLERR; /* the reset we play, told already (zp_kerr_once) */
 	r |= krev & (POLLERR | POLLHUP | POLLPRI);
 	return (short)(r & (want | POLLERR | POLLHUP));
 }

@@ -564,6 +564,39 @@ static int case_urgent_into_reset_then_close(struct ctx *x)
 	return 0;
 }
 
+/* Data reset the peer that shut both ways (zp_peer_refuses_data), and it
+ * then closes with bytes unread: a closed socket sends nothing, so the
+ * sender sees no new error. The peer's urgent byte first takes the sends
+ * of both ends back to the kernel stream, where unread bytes then wait
+ * beside those on the rings. */
+static int case_reset_peer_closes_quiet(struct ctx *x)
+{
+	unsigned ev = 0;
+	int err = -1;
+	char u;
+	if (x->fam == AF_UNIX)
+		return skipf("a reset is TCP's here");
+	EXPECT_RET(send(x->c, "ring1", 5, 0), 5); /* (unread: both ends stay switched) */
+	EXPECT_RET(send(x->s, "ring2", 5, 0), 5);
+	EXPECT_RET(send(x->s, "U", 1, MSG_OOB), 1);
+	TRY(wait_for(x->c, POLLPRI, "the urgent byte"));
+	EXPECT_RET(recv(x->c, &u, 1, MSG_OOB), 1);
+	EXPECT_RET(send(x->c, "unread", 6, 0), 6);
+	TRY(wait_for(x->s, POLLIN, "the bytes"));
+	EXPECT_OK(shutdown(x->s, SHUT_RDWR));
+	TRY(wait_for(x->c, POLLRDHUP, "the peer's shutdown"));
+	EXPECT_RET(send(x->c, "late", 4, MSG_NOSIGNAL), 4);
+	TRY(wait_for(x->c, POLLERR, "the reset"));
+	EXPECT_ERR(send(x->c, "a", 1, MSG_NOSIGNAL), EPIPE);
+	close_fd(&x->s);
+	usleep(20000); /* (a reset, if one went, arrives in microseconds) */
+	TRY(poll1(x->c, POLLIN | POLLOUT | POLLRDHUP, 0, &ev));
+	CHECK(!(ev & POLLERR), "poll after the close: %s", evname(ev & EV_MASK));
+	TRY(so_error(x->c, &err));
+	CHECK(err == 0, "SO_ERROR after the close: %s, want 0", errname(err));
+	return 0;
+}
+
 /* The peer shuts its sending side (a FIN), then closes with our bytes
  * unread (a reset). */
 static int fin_then_reset(struct ctx *x)
@@ -1273,6 +1306,7 @@ static const struct test tests[] = {
 	{ "urgent_into_reset_mark", case_urgent_into_reset_mark },
 	{ "urgent_into_reset_after_bytes", case_urgent_into_reset_after_bytes },
 	{ "urgent_into_reset_then_close", case_urgent_into_reset_then_close },
+	{ "reset_peer_closes_quiet", case_reset_peer_closes_quiet },
 	{ "own_shut_wr_wakes_sender", case_own_shut_wr_wakes_sender },
 	{ "own_shut_wr_wakes_splice", case_own_shut_wr_wakes_splice },
 	{ "own_shut_wr_wakes_poll", case_own_shut_wr_wakes_poll },
