@@ -597,6 +597,35 @@ static int case_reset_peer_closes_quiet(struct ctx *x)
 	return 0;
 }
 
+/* The peer shut both ways, then closed with our bytes unread (a reset, in
+ * CLOSE_WAIT: EPIPE). Our sends are on the kernel stream (after the
+ * peer's urgent byte), so a send learns of the reset there: it is told
+ * once, and poll shows no error after it. */
+static int case_reset_told_by_kernel_send(struct ctx *x)
+{
+	unsigned ev = 0;
+	int err = -1;
+	if (x->fam == AF_UNIX)
+		return skipf("a reset is TCP's here");
+	EXPECT_RET(send(x->c, "ring1", 5, 0), 5); /* (unread: both ends stay switched) */
+	EXPECT_RET(send(x->s, "ring2", 5, 0), 5);
+	EXPECT_RET(send(x->s, "U", 1, MSG_OOB), 1);
+	TRY(wait_for(x->c, POLLPRI, "the urgent byte"));
+	EXPECT_RET(send(x->c, "more", 4, 0), 4);
+	TRY(wait_for(x->s, POLLIN, "the bytes"));
+	EXPECT_OK(shutdown(x->s, SHUT_RDWR));
+	TRY(wait_for(x->c, POLLRDHUP, "the peer's shutdown"));
+	close_fd(&x->s);
+	TRY(wait_for(x->c, POLLERR, "the reset"));
+	EXPECT_ERR(send(x->c, "a", 1, MSG_NOSIGNAL), EPIPE);
+	TRY(poll1(x->c, POLLIN | POLLOUT | POLLRDHUP, 0, &ev));
+	CHECK(!(ev & POLLERR), "poll after the reset was told: %s", evname(ev & EV_MASK));
+	TRY(so_error(x->c, &err));
+	CHECK(err == 0, "SO_ERROR after the reset was told: %s, want 0", errname(err));
+	EXPECT_ERR(send(x->c, "a", 1, MSG_NOSIGNAL), EPIPE);
+	return 0;
+}
+
 /* The peer shuts its sending side (a FIN), then closes with our bytes
  * unread (a reset). */
 static int fin_then_reset(struct ctx *x)
@@ -1307,6 +1336,7 @@ static const struct test tests[] = {
 	{ "urgent_into_reset_after_bytes", case_urgent_into_reset_after_bytes },
 	{ "urgent_into_reset_then_close", case_urgent_into_reset_then_close },
 	{ "reset_peer_closes_quiet", case_reset_peer_closes_quiet },
+	{ "reset_told_by_kernel_send", case_reset_told_by_kernel_send },
 	{ "own_shut_wr_wakes_sender", case_own_shut_wr_wakes_sender },
 	{ "own_shut_wr_wakes_splice", case_own_shut_wr_wakes_splice },
 	{ "own_shut_wr_wakes_poll", case_own_shut_wr_wakes_poll },
