@@ -89,6 +89,13 @@ static ssize_t from_socket(struct zsock *z, int out, size_t len, unsigned flags)
 		}
 		return zp_real.splice(z->fd, NULL, out, NULL, len, flags);
 	}
+	/* TCP's splice stops at an urgent mark (0, where a read skips the
+	 * urgent byte; Linux's tcp_read_sock), as SIOCATMARK tells of the
+	 * kernel stream: our peek below stops before a mark, not at one */
+	int mark = 0;
+	if (!z->xh && !z->is_unix && zp_rx_left(z, &left) &&
+	    !zp_real.ioctl(z->fd, SIOCATMARK, &mark) && mark)
+		return 0;
 	bool nb = (flags & SPLICE_F_NONBLOCK) || atomic_load(&z->nonblock);
 	struct iovec v = { bounce, len < CHUNK ? len : CHUNK };
 	ssize_t n = zp_recv(z, &v, 1, MSG_PEEK | (nb ? MSG_DONTWAIT : 0));

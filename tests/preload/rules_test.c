@@ -461,7 +461,7 @@ static int case_reset_after_queued_read(struct ctx *x)
  * mark it returns 0 (not EOF: the bytes after the mark are still read).
  * Under the preload the urgent byte sends both ends back to the kernel
  * stream, and the bytes before it came through the ring. */
-static int case_splice_stops_at_urgent_mark(struct ctx *x)
+static int splice_stops_at_urgent_mark(struct ctx *x, int reset)
 {
 	if (x->fam == AF_UNIX)
 		return skipf("urgent data is TCP's");
@@ -473,13 +473,33 @@ static int case_splice_stops_at_urgent_mark(struct ctx *x)
 	EXPECT_RET(send(x->c, "def", 3, 0), 3);
 	TRY(wait_for(x->s, POLLPRI, "the urgent byte"));
 	EXPECT_RET(recv(x->s, b, 3, 0), 3);
+	if (reset) { /* data after our shutdown both ways resets us */
+		EXPECT_OK(shutdown(x->s, SHUT_RDWR));
+		TRY(wait_for(x->c, POLLRDHUP, "the peer's shutdown"));
+		EXPECT_RET(send(x->c, "late", 4, MSG_NOSIGNAL), 4);
+		TRY(wait_for(x->s, POLLERR, "the reset"));
+		EXPECT_ERR(send(x->s, "a", 1, MSG_NOSIGNAL), ECONNRESET);
+	}
 	EXPECT_RET(splice(x->s, NULL, p[1], NULL, sizeof b, SPLICE_F_NONBLOCK), 0);
 	TRY(wait_for(x->s, POLLIN, "the bytes after the mark"));
 	EXPECT_RET(recv(x->s, b, sizeof b, MSG_DONTWAIT), 3);
 	CHECK(!memcmp(b, "def", 3), "after the mark: %.3s", b);
+	if (reset)
+		EXPECT_RET(recv(x->s, b, sizeof b, MSG_DONTWAIT), 0);
 	close(p[0]);
 	close(p[1]);
 	return 0;
+}
+
+static int case_splice_stops_at_urgent_mark(struct ctx *x)
+{
+	return splice_stops_at_urgent_mark(x, 0);
+}
+
+/* ... also in a socket that a reset closed (its queued bytes stay readable) */
+static int case_splice_stops_at_urgent_mark_reset(struct ctx *x)
+{
+	return splice_stops_at_urgent_mark(x, 1);
 }
 
 /* After the peer's close, urgent data fails as other data does: the
@@ -1341,6 +1361,7 @@ static const struct test tests[] = {
 	{ "own_shut_wr_wakes_splice", case_own_shut_wr_wakes_splice },
 	{ "own_shut_wr_wakes_poll", case_own_shut_wr_wakes_poll },
 	{ "splice_stops_at_urgent_mark", case_splice_stops_at_urgent_mark },
+	{ "splice_stops_at_urgent_mark_reset", case_splice_stops_at_urgent_mark_reset },
 	{ "sendfile_after_shut_wr", case_sendfile_after_shut_wr },
 	{ "epoll_many_ready", case_epoll_many_ready },
 	{ "epoll_et_all_events", case_epoll_et_all_events },
