@@ -81,6 +81,11 @@ bool zp_peer_refuses_data(struct zsock *z)
 	    !atomic_load_explicit(&z->tx->rd_shut, memory_order_acquire) ||
 	    !atomic_load_explicit(&z->rx->wr_shut, memory_order_acquire))
 		return false;
+	/* our data on the kernel stream to a peer whose kernel socket is shut
+	 * too (it may have left the rings): its kernel resets, not we */
+	if (!atomic_load_explicit(&z->tx_ring, memory_order_acquire) &&
+	    atomic_load_explicit(&z->tx->krd_shut, memory_order_acquire))
+		return false;
 	if (!atomic_exchange_explicit(&z->sh->reset[z->side], 1, memory_order_acq_rel)) {
 		NOTIFY_RX(z); /* it may sleep on its input */
 		NOTIFY_TX(z);

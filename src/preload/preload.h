@@ -59,7 +59,7 @@ extern bool zp_allow_other_uid;
 /* ---- shared memory: one memfd per connection, made by the client ------- */
 
 #define ZP_MAGIC 0x5a4c5052u /* "ZLPR" */
-#define ZP_VERSION 4
+#define ZP_VERSION 5
 #define ZP_BACK 2 /* a direction's state: back on the kernel stream (tx.c) */
 #define ZP_HDR 4096
 
@@ -90,8 +90,13 @@ struct zp_dir {
 				       * Unix socket the sender's sends fail (EPIPE);
 				       * on TCP its data resets once the receiver
 				       * shut its sending side too */
-	char pad1[64 - 20];
+	_Atomic uint32_t krd_shut;    /* ... and its kernel socket's too (both ways
+				       * back): the kernel's rules then hold for
+				       * data on the kernel stream */
+	char pad1[64 - 24];
 };
+
+_Static_assert(sizeof(struct zp_dir) == 128, "struct zp_dir: two cache lines, one per end");
 
 struct zp_shared {
 	uint32_t magic, version, ring_size, hdr_size; /* the client's, read once */

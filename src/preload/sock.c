@@ -502,6 +502,8 @@ void zp_kernel_rd_shut(struct zsock *z)
 	if (z->rd_shut && !atomic_load(&z->krd_shut) && z->tx_back && zp_rx_back(z)) {
 		atomic_store(&z->krd_shut, true);
 		zp_real.shutdown(z->fd, SHUT_RD);
+		if (z->rx)
+			atomic_store_explicit(&z->rx->krd_shut, 1, memory_order_release);
 	}
 }
 

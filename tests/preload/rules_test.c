@@ -646,6 +646,29 @@ static int case_reset_told_by_kernel_send(struct ctx *x)
 	return 0;
 }
 
+/* We shut both ways after both ends' urgent bytes took every direction
+ * back to the kernel stream (our socket is a kernel socket again): the
+ * peer's data then meets our kernel socket, which resets (ECONNRESET in
+ * FIN_WAIT), as it would without the preload. */
+static int case_data_after_both_shut_on_kernel(struct ctx *x)
+{
+	char u;
+	if (x->fam == AF_UNIX)
+		return skipf("a reset is TCP's here");
+	EXPECT_RET(send(x->c, "U", 1, MSG_OOB), 1);
+	TRY(wait_for(x->s, POLLPRI, "our urgent byte"));
+	EXPECT_RET(send(x->s, "V", 1, MSG_OOB), 1);
+	TRY(wait_for(x->c, POLLPRI, "the peer's urgent byte"));
+	EXPECT_RET(recv(x->c, &u, 1, MSG_OOB), 1);
+	EXPECT_OK(shutdown(x->c, SHUT_RDWR));
+	TRY(wait_for(x->s, POLLRDHUP, "our shutdown"));
+	EXPECT_RET(send(x->s, "late", 4, MSG_NOSIGNAL), 4);
+	TRY(wait_for(x->c, POLLERR, "the reset"));
+	EXPECT_ERR(send(x->c, "a", 1, MSG_NOSIGNAL), ECONNRESET);
+	EXPECT_ERR(send(x->c, "a", 1, MSG_NOSIGNAL), EPIPE);
+	return 0;
+}
+
 /* The peer shuts its sending side (a FIN), then closes with our bytes
  * unread (a reset). */
 static int fin_then_reset(struct ctx *x)
@@ -1357,6 +1380,7 @@ static const struct test tests[] = {
 	{ "urgent_into_reset_then_close", case_urgent_into_reset_then_close },
 	{ "reset_peer_closes_quiet", case_reset_peer_closes_quiet },
 	{ "reset_told_by_kernel_send", case_reset_told_by_kernel_send },
+	{ "data_after_both_shut_on_kernel", case_data_after_both_shut_on_kernel },
 	{ "own_shut_wr_wakes_sender", case_own_shut_wr_wakes_sender },
 	{ "own_shut_wr_wakes_splice", case_own_shut_wr_wakes_splice },
 	{ "own_shut_wr_wakes_poll", case_own_shut_wr_wakes_poll },
