@@ -270,6 +270,15 @@ static void zsock_free(struct zsock *z)
 	free(z);
 }
 
+/* The kernel socket itself is closed (its own kernel reset it: data met
+ * it after both our shutdowns, which it knew once both ways were back). */
+static bool kernel_closed(int fd)
+{
+	struct tcp_info ti;
+	socklen_t l = sizeof(ti);
+	return !zp_real.getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &l) && ti.tcpi_state == TCP_CLOSE;
+}
+
 /* A TCP socket that a reset (or both FINs) closed sends nothing when it
  * is closed; ours, which played that close, still has a live kernel
  * socket whose unread bytes would make its close a reset the peer's kernel
@@ -311,7 +320,8 @@ void zp_forget(int fd)
 		 * or a reset closed ours: a closed socket sends nothing) */
 		uint64_t left;
 		bool closed = !z->is_unix && ((zp_wr_shut(z) && zp_peer_wr_shut(z)) ||
-					      zp_peer_reset(z) || z->gone_sent);
+					      zp_peer_reset(z) || z->gone_sent ||
+					      kernel_closed(z->fd));
 		if (!closed && ((zp_rx_left(z, &left) && zp_fionread(z) > 0) || zp_rx_avail(z) != 0 ||
 				(!z->is_unix && zp_linger_abort(z->fd)))) {
 			atomic_store_explicit(&z->sh->reset[z->side], 1, memory_order_relaxed);
