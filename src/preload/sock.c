@@ -526,6 +526,11 @@ void zp_back_done(struct zsock *z)
 	 * of it */
 	if (z->gone_sent || z->so_err || z->kerr_held || (z->sh && zp_peer_reset(z)))
 		return;
+	/* the peer's SHUT_RD that its kernel socket does not know yet (its
+	 * sends were still on the ring then): our sends keep looking at it */
+	if (z->tx && zp_trusted(z) && atomic_load_explicit(&z->tx->rd_shut, memory_order_acquire) &&
+	    !atomic_load_explicit(&z->tx->krd_shut, memory_order_acquire))
+		return;
 	pthread_mutex_lock(&z->lock);
 	if (!atomic_load(&z->back_done) && z->refs > 0) {
 		atomic_store(&z->back_done, true);

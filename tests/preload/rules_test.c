@@ -1232,6 +1232,29 @@ static int case_fd_pass(struct ctx *x)
 	return 0;
 }
 
+/* A Unix socket that shut its reading side, then passed an fd (which
+ * takes its sends back to the kernel stream, and the peer's with them):
+ * the peer's sends still fail with EPIPE. */
+static int case_shut_rd_then_fd_pass(struct ctx *x)
+{
+	unsigned ev = 0;
+	if (x->fam != AF_UNIX)
+		return skipf("fd passing is for Unix sockets");
+	int p[2];
+	CHECK(!pipe2(p, O_CLOEXEC), "pipe2: %s", errname(errno));
+	EXPECT_RET(write(x->s, "unread", 6), 6);
+	TRY(wait_for(x->c, POLLIN, "the bytes"));
+	EXPECT_OK(shutdown(x->c, SHUT_RD));
+	int rc = send_fd(x->c, p[1], 'D');
+	close(p[0]);
+	close(p[1]);
+	TRY(rc);
+	TRY(wait_for(x->s, POLLIN, "the fd"));
+	TRY(poll1(x->s, POLLOUT, 0, &ev));
+	EXPECT_ERR(send(x->s, "late", 4, MSG_NOSIGNAL), EPIPE);
+	return 0;
+}
+
 /* Urgent data (MSG_OOB): the peer sees POLLPRI and the exceptional
  * condition, the mark between the bytes before and after, and the urgent
  * byte out of band. */
@@ -1395,6 +1418,7 @@ static const struct test tests[] = {
 	{ "splice_pipe_to_full_socket", case_splice_pipe_to_full_socket },
 	{ "sendfile_to_full_socket", case_sendfile_to_full_socket },
 	{ "fd_pass", case_fd_pass },
+	{ "shut_rd_then_fd_pass", case_shut_rd_then_fd_pass },
 	{ "oob", case_oob },
 	{ "peek_sees_fds_ahead", case_peek_sees_fds_ahead },
 	{ "waitall_stops_at_fds", case_waitall_stops_at_fds },
