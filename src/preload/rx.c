@@ -272,6 +272,18 @@ ssize_t zp_recvmsg(struct zsock *z, const struct iovec *iov, int n, struct msghd
 			}
 			if (r == 0) {
 				uint64_t kb = zp_rx_switch(z);
+				/* a Unix peer that closed with our bytes unread on the
+				 * ring: its reset comes before the end (Linux's
+				 * unix_stream_read_generic: sk_err first), and a
+				 * MSG_WAITALL read that got bytes takes it with them */
+				if (z->is_unix && zp_rx_back(z) && zp_peer_reset(z) && !z->reset_told &&
+				    (!got || all)) {
+					z->reset_told = true;
+					if (!got) {
+						errno = ECONNRESET;
+						return -1;
+					}
+				}
 				if (kb == ZP_UNLATCHED || zp_rx_back(z))
 					return (ssize_t)got; /* the end, before its switch or
 							      * after its way back */
@@ -308,6 +320,10 @@ ssize_t zp_recvmsg(struct zsock *z, const struct iovec *iov, int n, struct msghd
 		if (zp_peer_reset(z)) {
 			/* after the peer's FIN the end of the stream comes first,
 			 * and the error stays (Linux: SOCK_DONE before sk_err) */
+			if (got && all && z->is_unix)
+				z->reset_told = true; /* a Unix MSG_WAITALL read that got
+					bytes takes the error with it (Linux's
+					unix_stream_read_generic: sock_error) */
 			if (got || z->reset_told || zp_peer_fin_first(z))
 				return (ssize_t)got;
 			z->reset_told = true;

@@ -141,10 +141,11 @@ int zp_kerr_once(struct zsock *z, int kerr)
 }
 
 /* A call on the kernel socket failed with err: where that is the reset we
- * play (the kernel socket learnt of it too), it has been told. */
+ * play (the kernel socket learnt of it too), it has been told. TCP only:
+ * a Unix send's EPIPE leaves the reset for a read. */
 void zp_kernel_failed(struct zsock *z, int err)
 {
-	if ((err == ECONNRESET || err == EPIPE) && z->sh && zp_peer_reset(z))
+	if (!z->is_unix && (err == ECONNRESET || err == EPIPE) && z->sh && zp_peer_reset(z))
 		z->reset_told = true;
 }
 
@@ -527,9 +528,15 @@ void zp_back_done(struct zsock *z)
 	if (z->gone_sent || z->so_err || z->kerr_held || (z->sh && zp_peer_reset(z)))
 		return;
 	/* the peer's SHUT_RD that its kernel socket does not know yet (its
-	 * sends were still on the ring then): our sends keep looking at it */
-	if (z->tx && zp_trusted(z) && atomic_load_explicit(&z->tx->rd_shut, memory_order_acquire) &&
-	    !atomic_load_explicit(&z->tx->krd_shut, memory_order_acquire))
+	 * sends were still on the ring then): our sends keep looking at it;
+	 * and our bytes still on the ring: a close of the peer's with them
+	 * unread is a reset that only the rings tell (its kernel socket
+	 * holds nothing of ours) */
+	if (z->tx && zp_trusted(z) &&
+	    ((atomic_load_explicit(&z->tx->rd_shut, memory_order_acquire) &&
+	      !atomic_load_explicit(&z->tx->krd_shut, memory_order_acquire)) ||
+	     atomic_load_explicit(&z->tx->head, memory_order_acquire) !=
+		     atomic_load_explicit(&z->tx->back_tail, memory_order_acquire)))
 		return;
 	pthread_mutex_lock(&z->lock);
 	if (!atomic_load(&z->back_done) && z->refs > 0) {

@@ -1255,6 +1255,49 @@ static int case_shut_rd_then_fd_pass(struct ctx *x)
 	return 0;
 }
 
+/* A Unix peer passed an fd (both ends' sends go back to the kernel
+ * stream), then closed with our bytes unread on the ring: we read what it
+ * sent, then ECONNRESET, then the end; a MSG_WAITALL read that gets bytes
+ * takes the error with them (Linux's unix_stream_read_generic). */
+static int unix_reset_after_way_back(struct ctx *x, int waitall)
+{
+	char b[16];
+	int p[2], got = -1;
+	if (x->fam != AF_UNIX)
+		return skipf("fd passing is for Unix sockets");
+	CHECK(!pipe2(p, O_CLOEXEC), "pipe2: %s", errname(errno));
+	EXPECT_RET(write(x->c, "unread", 6), 6);
+	TRY(wait_for(x->s, POLLIN, "our bytes"));
+	int rc = send_fd(x->s, p[1], 'D');
+	close(p[0]);
+	close(p[1]);
+	TRY(rc);
+	TRY(recv_fd(x->c, b, &got));
+	close(got);
+	EXPECT_RET(write(x->s, "tail", 4), 4);
+	TRY(wait_for(x->c, POLLIN, "the bytes after the fd"));
+	close_fd(&x->s); /* ("unread" unread) */
+	TRY(wait_for(x->c, POLLERR, "the reset"));
+	if (waitall) {
+		EXPECT_RET(recv(x->c, b, sizeof b, MSG_WAITALL), 4);
+	} else {
+		EXPECT_RET(recv(x->c, b, sizeof b, MSG_DONTWAIT), 4);
+		EXPECT_ERR(recv(x->c, b, sizeof b, MSG_DONTWAIT), ECONNRESET);
+	}
+	EXPECT_RET(recv(x->c, b, sizeof b, MSG_DONTWAIT), 0);
+	return 0;
+}
+
+static int case_unix_reset_after_way_back(struct ctx *x)
+{
+	return unix_reset_after_way_back(x, 0);
+}
+
+static int case_unix_reset_after_way_back_waitall(struct ctx *x)
+{
+	return unix_reset_after_way_back(x, 1);
+}
+
 /* Urgent data (MSG_OOB): the peer sees POLLPRI and the exceptional
  * condition, the mark between the bytes before and after, and the urgent
  * byte out of band. */
@@ -1419,6 +1462,8 @@ static const struct test tests[] = {
 	{ "sendfile_to_full_socket", case_sendfile_to_full_socket },
 	{ "fd_pass", case_fd_pass },
 	{ "shut_rd_then_fd_pass", case_shut_rd_then_fd_pass },
+	{ "unix_reset_after_way_back", case_unix_reset_after_way_back },
+	{ "unix_reset_after_way_back_waitall", case_unix_reset_after_way_back_waitall },
 	{ "oob", case_oob },
 	{ "peek_sees_fds_ahead", case_peek_sees_fds_ahead },
 	{ "waitall_stops_at_fds", case_waitall_stops_at_fds },
