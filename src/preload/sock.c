@@ -325,13 +325,9 @@ void zp_forget(int fd)
 					      kernel_closed(z->fd));
 		if (!closed && ((zp_rx_left(z, &left) && zp_fionread(z) > 0) || zp_rx_avail(z) != 0 ||
 				(!z->is_unix && zp_linger_abort(z->fd)))) {
+			/* (the peer stays switched while its bytes wait on its ring,
+			 * zp_back_done: it learns of the reset there) */
 			atomic_store_explicit(&z->sh->reset[z->side], 1, memory_order_relaxed);
-			/* the kernel socket resets too (SO_LINGER 0: RST, not FIN):
-			 * a peer already back on the kernel stream both ways has
-			 * left the rings and learns of it only there */
-			struct linger abort0 = { 1, 0 };
-			if (!z->is_unix)
-				zp_real.setsockopt(z->fd, SOL_SOCKET, SO_LINGER, &abort0, sizeof(abort0));
 		} else if (closed) {
 			flush_kernel(z->fd); /* its unread bytes would make it reset */
 		} else
