@@ -261,30 +261,31 @@ EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
 	return z ? zp_send(z, &v, 1, flags) : zp_real.send(fd, buf, n, flags);
 }
 
-/* A connected stream socket names no sender: TCP leaves the address
- * alone (length 0), a Unix socket gives its peer's name. */
-static int domain(int fd)
-{
-	int dom = 0;
-	socklen_t l = sizeof(dom);
-	return getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &dom, &l) ? -1 : dom;
-}
-
 /* A Unix stream socket names the sender if it is bound (the accepted side
- * carries the listener's path); TCP leaves the address alone. */
-static void from(int fd, struct sockaddr *a, socklen_t *len)
+ * carries the listener's path); TCP leaves the address alone (length 0).
+ * The name is asked of the kernel once (no system call per message). */
+static void from(struct zsock *z, int fd, struct sockaddr *a, socklen_t *len)
 {
 	if (!a || !len)
 		return;
 	socklen_t cap = *len;
 	*len = 0;
-	if (domain(fd) != AF_UNIX)
+	if (!z->is_unix)
 		return;
-	struct sockaddr_storage p;
-	socklen_t pl = sizeof(p);
-	if (!getpeername(fd, (struct sockaddr *)&p, &pl) && pl > sizeof(sa_family_t)) {
-		memcpy(a, &p, pl < cap ? pl : cap);
-		*len = pl;
+	int pl = atomic_load_explicit(&z->peer_name_len, memory_order_acquire);
+	if (!pl) {
+		pthread_mutex_lock(&z->lock);
+		pl = atomic_load_explicit(&z->peer_name_len, memory_order_relaxed);
+		socklen_t l = sizeof(z->peer_name);
+		if (!pl && !getpeername(fd, (struct sockaddr *)&z->peer_name, &l)) {
+			pl = l > sizeof(sa_family_t) ? (int)l : -1; /* (-1: unnamed) */
+			atomic_store_explicit(&z->peer_name_len, pl, memory_order_release);
+		}
+		pthread_mutex_unlock(&z->lock);
+	}
+	if (pl > 0) {
+		memcpy(a, &z->peer_name, (socklen_t)pl < cap ? (socklen_t)pl : cap);
+		*len = (socklen_t)pl;
 	}
 }
 
@@ -304,7 +305,7 @@ EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockaddr 
 	struct iovec v = { buf, n };
 	ssize_t r = zp_recv(z, &v, 1, flags);
 	if (r >= 0)
-		from(fd, a, len);
+		from(z, fd, a, len);
 	return r;
 }
 
@@ -322,7 +323,7 @@ EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags, const struct
 	struct zsock *z = zs(fd);
 	if (z) {
 		struct iovec v = { (void *)buf, n };
-		if (a && domain(fd) == AF_UNIX) { /* as the kernel: connected already */
+		if (a && z->is_unix) { /* as the kernel: connected already */
 			errno = EISCONN;
 			return -1;
 		}
@@ -345,7 +346,7 @@ EXPORT ssize_t recvmsg(int fd, struct msghdr *m, int flags)
 	}
 	ssize_t r = zp_recvmsg(z, m->msg_iov, (int)m->msg_iovlen, m, flags);
 	if (r >= 0)
-		from(fd, m->msg_name, &m->msg_namelen);
+		from(z, fd, m->msg_name, &m->msg_namelen);
 	return r;
 }
 

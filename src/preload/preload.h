@@ -171,6 +171,10 @@ struct zsock {
 	int app_nodelay;          /* TCP_NODELAY as the program set it (the kernel
 	                           * socket has it on: a wake-up must not wait for
 	                           * Nagle and a delayed ACK, 40 ms) */
+	/* a Unix peer's name (recvfrom's address), asked of the kernel once:
+	 * fixed at connect; 0 until known */
+	_Atomic int peer_name_len;
+	struct sockaddr_storage peer_name;
 	uint32_t sends;           /* a liveness look every 64 sends */
 	int64_t next_look;
 	int64_t rcvtimeo_us, sndtimeo_us; /* 0: none */
