@@ -32,6 +32,38 @@
 
 /* ---- poll ------------------------------------------------------------ */
 
+/*
+ * While switched sockets are ready from the rings, a wait returns them
+ * without asking the kernel (no system call per message) if the kernel's
+ * last answer for the same set, less than KLOOK_US ago, had nothing for
+ * it: no kernel fd ready and nothing on the kernel side of a switched
+ * socket but wake-ups (a dead peer's FIN, a reset). A kernel fd that turns
+ * ready after that answer is reported at most KLOOK_US late, as if it had
+ * turned ready then; one that was ready is looked at again at every call,
+ * as level-triggered waits report it.
+ */
+#define KLOOK_US 100
+
+struct klook {
+	int64_t at;   /* the kernel's last answer */
+	uint64_t sig; /* for the set (poll: its fds and events) */
+	bool quiet;   /* it had nothing for the set */
+};
+
+static bool klook_skip(const struct klook *l, uint64_t sig)
+{
+	return l->quiet && l->sig == sig && zl_now_us() - l->at < KLOOK_US;
+}
+
+/* Nothing from the kernel for the set in revents kr of fd (switched: z):
+ * wake-ups and room on a switched socket's kernel side are not news. */
+static bool kquiet(bool switched, uint32_t kr)
+{
+	return switched ? !(kr & ~(uint32_t)(POLLIN | POLLOUT)) : !kr;
+}
+
+static __thread struct klook poll_look;
+
 /* A wait for room in a full ring looks at least this often for our own
  * shutdown(SHUT_WR) from another thread: no byte on the kernel socket
  * tells it (the kernel's waiters wake, and a send fails with EPIPE). */
@@ -190,14 +222,22 @@ int zp_poll(struct pollfd *fds, nfds_t n, int64_t timeout_us, const sigset_t *ma
 		goto out;
 	}
 	bool any = false;
-	for (nfds_t i = 0; i < n; i++)
+	uint64_t sig = 14695981039346656037ull ^ n; /* FNV-1a of the set */
+	for (nfds_t i = 0; i < n; i++) {
 		any |= (z[i] = fds[i].fd >= 0 ? zp_get(fds[i].fd) : NULL) != NULL;
+		sig = (sig ^ (uint32_t)fds[i].fd) * 1099511628211ull;
+		sig = (sig ^ (uint16_t)fds[i].events) * 1099511628211ull;
+	}
 	struct pollset s = { fds, z, n };
 	int64_t deadline = timeout_us < 0 ? ZL_NEVER : zl_now_us() + timeout_us;
 	for (;;) {
 		int ready = any ? scan_poll(&s) : 0;
 		if (!ready && any && deadline > zl_now_us() && spin(deadline, poll_ready, &s))
 			ready = scan_poll(&s);
+		if (ready && klook_skip(&poll_look, sig)) { /* (scan_poll: kernel fds 0) */
+			rc = ready;
+			goto out;
+		}
 		bool arm = !ready && deadline > zl_now_us(), crowded = false, full = false;
 		for (nfds_t i = 0; i < n; i++) {
 			k[i] = fds[i];
@@ -236,6 +276,9 @@ int zp_poll(struct pollfd *fds, nfds_t n, int64_t timeout_us, const sigset_t *ma
 		}
 		int64_t t0 = zl_now_us();
 		int r = zp_real.ppoll(k, n, tp, mask);
+		poll_look = (struct klook){ .at = t0, .sig = sig, .quiet = r >= 0 };
+		for (nfds_t i = 0; r > 0 && i < n; i++)
+			poll_look.quiet &= kquiet(z[i] != NULL, (uint16_t)k[i].revents);
 		if (arm && !ready)
 			slept(t0);
 		for (nfds_t i = 0; i < n; i++)
@@ -292,6 +335,7 @@ struct epset {
 	int *zfd;        /* the switched sockets in the set */
 	int nz, zcap;
 	int nskip;       /* registrations with skip_once (settle) */
+	struct klook look; /* the kernel's last answer (KLOOK_US) */
 };
 
 #define MAX_EP 65536
@@ -755,7 +799,10 @@ int zp_epoll_wait(int ep, struct epoll_event *evs, int max, int timeout_ms,
 			room = 256;
 		}
 		int64_t t0 = zl_now_us();
-		int k = room > 0 ? zp_real.epoll_pwait(ep, kev, room, ms, mask) : 0;
+		pthread_mutex_lock(&s->lock);
+		bool look = room > 0 && (!n || !klook_skip(&s->look, 0));
+		pthread_mutex_unlock(&s->lock);
+		int k = look ? zp_real.epoll_pwait(ep, kev, room, ms, mask) : 0;
 		int err = errno;
 		if (ms && any)
 			slept(t0);
@@ -764,6 +811,15 @@ int zp_epoll_wait(int ep, struct epoll_event *evs, int max, int timeout_ms,
 		if (am != ab)
 			free(am);
 		pthread_mutex_lock(&s->lock);
+		if (look) {
+			s->look = (struct klook){ .at = t0, .quiet = k >= 0 };
+			for (int i = 0; i < k; i++) {
+				int fd = (int)kev[i].data.u64;
+				s->look.quiet &= kquiet(fd >= 0 && fd < s->cap && s->r[fd].used &&
+							s->r[fd].zsock,
+							kev[i].events);
+			}
+		}
 		for (int i = 0; i < k; i++) {
 			int fd = (int)kev[i].data.u64;
 			if (fd < 0 || fd >= s->cap || !s->r[fd].used)
@@ -795,7 +851,7 @@ int zp_epoll_wait(int ep, struct epoll_event *evs, int max, int timeout_ms,
 		}
 		/* the MOD's report comes at the first wait after it, or not
 		 * at all: a later one is an edge */
-		if (s->nskip > 0 && k >= 0) {
+		if (s->nskip > 0 && look && k >= 0) {
 			for (int fd = 0; fd < s->cap; fd++)
 				s->r[fd].skip_once = false;
 			s->nskip = 0;
