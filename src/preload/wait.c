@@ -42,7 +42,7 @@
  * turned ready then; one that was ready is looked at again at every call,
  * as level-triggered waits report it.
  */
-#define KLOOK_US 100
+#define KLOOK_US 200
 
 struct klook {
 	int64_t at;   /* the kernel's last answer */
