@@ -313,6 +313,11 @@ out:
 struct reg {
 	bool used, off;  /* off: EPOLLONESHOT fired */
 	bool zsock;
+	bool kreg;       /* a switched socket's kernel registration (kev) stays
+			  * after the program's EPOLL_CTL_DEL, for its next ADD:
+			  * an event loop that adds and deletes per request
+			  * makes no system call (dropped at close, or when the
+			  * kernel reports it) */
 	uint32_t events; /* the program's */
 	uint32_t kev;    /* registered with the kernel */
 	epoll_data_t data;
@@ -383,6 +388,8 @@ void zp_epoll_close(int fd)
 	for (int i = 0; i < nlive; i++) {
 		struct epset *e = sets[live[i]];
 		pthread_mutex_lock(&e->lock);
+		if (fd < e->cap)
+			e->r[fd].kreg = false;
 		if (fd < e->cap && e->r[fd].used) {
 			e->r[fd].used = false;
 			for (int j = 0; j < e->nz; j++)
@@ -446,7 +453,16 @@ int zp_epoll_ctl(int ep, int op, int fd, struct epoll_event *ev)
 	struct reg *g = &s->r[fd];
 	struct zsock *z = zp_get(fd);
 	if (op == EPOLL_CTL_DEL) {
-		rc = zp_real.epoll_ctl(ep, op, g->used && g->zsock ? zp_kfd(z, fd) : fd, ev);
+		if (!g->used && g->kreg) {
+			errno = ENOENT; /* (deleted: the program's registration is gone) */
+			goto out;
+		}
+		if (g->used && g->zsock && z && g->kreg) {
+			rc = 0; /* (the kernel's registration stays: kreg) */
+		} else {
+			rc = zp_real.epoll_ctl(ep, op, g->used && g->zsock ? zp_kfd(z, fd) : fd, ev);
+			g->kreg = false;
+		}
 		if (!rc || errno == EBADF || errno == ENOENT) {
 			if (g->used && g->zsock)
 				for (int j = 0; j < s->nz; j++)
@@ -461,11 +477,27 @@ int zp_epoll_ctl(int ep, int op, int fd, struct epoll_event *ev)
 	struct epoll_event k = { .events = n.kev, .data.u64 = (uint64_t)fd };
 	if (z && (ev->events & EPOLLEXCLUSIVE))
 		k.events |= EPOLLEXCLUSIVE;
-	rc = zp_real.epoll_ctl(ep, op, zp_kfd(z, fd), &k);
+	/* a switched socket's kernel registration, kept (kreg): an ADD after
+	 * our DEL, or a MOD, changes it only if its kernel events change */
+	bool kept = z && g->kreg && g->zsock && !(ev->events & EPOLLEXCLUSIVE) &&
+		    (op == EPOLL_CTL_ADD ? !g->used : op == EPOLL_CTL_MOD && g->used);
+	if (z && g->kreg && !g->used && op == EPOLL_CTL_MOD) {
+		errno = ENOENT; /* (deleted: the program's registration is gone) */
+		goto out;
+	}
+	if (kept && n.kev != g->kev) {
+		k.events = n.kev;
+		rc = zp_real.epoll_ctl(ep, EPOLL_CTL_MOD, zp_kfd(z, fd), &k);
+	} else if (kept) {
+		rc = 0;
+	} else {
+		rc = zp_real.epoll_ctl(ep, op, zp_kfd(z, fd), &k);
+	}
 	if (rc)
 		goto out;
 	bool was = g->used && g->zsock;
 	*g = n;
+	g->kreg = z != NULL;
 	if (z && !was && zfd_add(s, fd)) {
 		zp_real.epoll_ctl(ep, EPOLL_CTL_DEL, zp_kfd(z, fd), NULL);
 		g->used = false;
@@ -501,6 +533,8 @@ void zp_epoll_follow(int fd, struct zsock *z)
 			if (zp_real.epoll_ctl(ep, kfd != fd ? EPOLL_CTL_ADD : EPOLL_CTL_MOD, kfd, &k))
 				ZL_LOG(ZL_LOG_ERROR, "preload: epoll %d cannot follow fd %d: %s", ep,
 				       fd, strerror(errno));
+			else
+				g->kreg = true;
 		}
 		pthread_mutex_unlock(&s->lock);
 	}
@@ -822,6 +856,13 @@ int zp_epoll_wait(int ep, struct epoll_event *evs, int max, int timeout_ms,
 		}
 		for (int i = 0; i < k; i++) {
 			int fd = (int)kev[i].data.u64;
+			if (fd >= 0 && fd < s->cap && !s->r[fd].used && s->r[fd].kreg) {
+				/* a kept registration the program deleted: the kernel
+				 * reports its socket (its end), so it goes now */
+				struct zsock *zk = zp_get(fd);
+				zp_real.epoll_ctl(ep, EPOLL_CTL_DEL, zk ? zp_kfd(zk, fd) : fd, NULL);
+				s->r[fd].kreg = false;
+			}
 			if (fd < 0 || fd >= s->cap || !s->r[fd].used)
 				continue; /* gone since */
 			struct reg *g = &s->r[fd];

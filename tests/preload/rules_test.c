@@ -864,6 +864,48 @@ static int case_sendfile_after_shut_wr(struct ctx *x)
 
 /* ---- epoll ------------------------------------------------------------------- */
 
+/* epoll_ctl on a switched socket as on a kernel one, however often an
+ * event loop adds, modifies and deletes it: EEXIST, ENOENT, no events
+ * after a delete, the events after a new add. */
+static int case_epoll_ctl_add_del(struct ctx *x)
+{
+	int ep = epoll_create1(EPOLL_CLOEXEC);
+	CHECK(ep >= 0, "epoll_create1: %s", errname(errno));
+	struct epoll_event e = { .events = EPOLLIN, .data.fd = x->s }, out[4];
+	int rc = 0;
+	for (int round = 0; round < 3 && !rc; round++) {
+		if (epoll_ctl(ep, EPOLL_CTL_ADD, x->s, &e))
+			rc = failf("ADD: %s", errname(errno));
+		else if (!epoll_ctl(ep, EPOLL_CTL_ADD, x->s, &e) || errno != EEXIST)
+			rc = failf("a second ADD: %s, want EEXIST", errname(errno));
+		else if (epoll_wait(ep, out, 4, 0) != 0)
+			rc = failf("events before any byte");
+		else if (write(x->c, "b", 1) != 1 || epoll_wait(ep, out, 4, 1000) != 1 ||
+			 out[0].events != EPOLLIN)
+			rc = failf("no EPOLLIN after a byte");
+		else if ((e.events = EPOLLIN | EPOLLOUT), epoll_ctl(ep, EPOLL_CTL_MOD, x->s, &e))
+			rc = failf("MOD: %s", errname(errno));
+		else if (epoll_wait(ep, out, 4, 1000) != 1 || out[0].events != (EPOLLIN | EPOLLOUT))
+			rc = failf("MOD to IN|OUT: events 0x%x", out[0].events);
+		else if (epoll_ctl(ep, EPOLL_CTL_DEL, x->s, NULL))
+			rc = failf("DEL: %s", errname(errno));
+		else if (epoll_wait(ep, out, 4, 0) != 0)
+			rc = failf("events after DEL");
+		else if (!epoll_ctl(ep, EPOLL_CTL_DEL, x->s, NULL) || errno != ENOENT)
+			rc = failf("a second DEL: %s, want ENOENT", errname(errno));
+		else if (!epoll_ctl(ep, EPOLL_CTL_MOD, x->s, &e) || errno != ENOENT)
+			rc = failf("MOD after DEL: %s, want ENOENT", errname(errno));
+		else {
+			char b;
+			if (read(x->s, &b, 1) != 1)
+				rc = failf("read the byte: %s", errname(errno));
+			e.events = EPOLLIN;
+		}
+	}
+	close(ep);
+	return rc;
+}
+
 /* epoll_wait gives every ready fd the caller has room for: 300 pipes
  * with bytes here, in a set that also holds the (switched) socket. */
 #define MANY 300
@@ -1454,6 +1496,7 @@ static const struct test tests[] = {
 	{ "splice_stops_at_urgent_mark_reset", case_splice_stops_at_urgent_mark_reset },
 	{ "sendfile_after_shut_wr", case_sendfile_after_shut_wr },
 	{ "epoll_many_ready", case_epoll_many_ready },
+	{ "epoll_ctl_add_del", case_epoll_ctl_add_del },
 	{ "epoll_et_all_events", case_epoll_et_all_events },
 	{ "epoll_et_quiet_edges", case_epoll_et_quiet_edges },
 	{ "epoll_et_error_read", case_epoll_et_error_read },

@@ -6,10 +6,12 @@
  * blocking client (sendto, and recvfrom with an address), in two
  * processes pinned to different CPUs, 64-byte messages.
  *
- *   syscalls_test tcp4|unix block|poll|select|epoll MIN MAX [ROUNDS]
+ *   syscalls_test tcp4|unix block|poll|select|epoll|epoll-ctl MIN MAX [ROUNDS]
  *
  * The server's wait (poll, select, epoll) also holds its listening
- * socket, a kernel fd that stays quiet, as a real server's does. After
+ * socket, a kernel fd that stays quiet, as a real server's does;
+ * epoll-ctl also deletes, adds and modifies its registration per round
+ * trip to wait for room, as event loops such as Redis's do. After
  * 20,000 round trips of warm-up each side counts its own system calls over
  * ROUNDS round trips (default 100,000) and prints them per round trip;
  * both must lie in [MIN, MAX]. Run plain (the kernel's path: MIN checks
@@ -27,6 +29,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sched.h>
+#include <stdbool.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -137,7 +140,7 @@ static int wait_in(int ep, int l, int fd)
 			if (select((l > fd ? l : fd) + 1, &r, NULL, NULL, &tv) <= 0)
 				return -1;
 		} while (!FD_ISSET(fd, &r));
-	} else if (!strcmp(style, "epoll")) {
+	} else if (!strncmp(style, "epoll", 5)) {
 		struct epoll_event e[2];
 		int n, hit;
 		do {
@@ -151,11 +154,28 @@ static int wait_in(int ep, int l, int fd)
 	return 0;
 }
 
+/* epoll-ctl: as event loops that watch for room only while they have a
+ * reply (Redis's ae): delete, add for EPOLLOUT, wait, and back */
+static int ctl_out(int ep, int fd)
+{
+	struct epoll_event e = { .events = EPOLLOUT, .data.fd = fd }, o;
+	if (epoll_ctl(ep, EPOLL_CTL_DEL, fd, NULL) || epoll_ctl(ep, EPOLL_CTL_ADD, fd, &e) ||
+	    epoll_wait(ep, &o, 1, 5000) != 1 || o.data.fd != fd || !(o.events & EPOLLOUT))
+		return -1;
+	return 0;
+}
+
+static int ctl_in(int ep, int fd)
+{
+	struct epoll_event e = { .events = EPOLLIN, .data.fd = fd };
+	return epoll_ctl(ep, EPOLL_CTL_MOD, fd, &e);
+}
+
 static int serve(int l, int fd, uint64_t *calls)
 {
 	char b[MSG];
 	int ep = -1;
-	if (!strcmp(style, "epoll")) {
+	if (!strncmp(style, "epoll", 5)) {
 		struct epoll_event e = { .events = EPOLLIN };
 		ep = epoll_create1(EPOLL_CLOEXEC);
 		e.data.fd = l;
@@ -167,10 +187,12 @@ static int serve(int l, int fd, uint64_t *calls)
 	}
 	char why[160];
 	int c = counter(why, sizeof why);
+	bool ctl = !strcmp(style, "epoll-ctl");
 	for (long i = 0; i < WARM + rounds; i++) {
 		if (i == WARM && ioctl(c, PERF_EVENT_IOC_ENABLE, 0))
 			return fail("PERF_EVENT_IOC_ENABLE");
-		if (wait_in(ep, l, fd) || full(fd, b, MSG, 1) || full(fd, b, MSG, 0))
+		if (wait_in(ep, l, fd) || full(fd, b, MSG, 1) || (ctl && ctl_out(ep, fd)) ||
+		    full(fd, b, MSG, 0) || (ctl && ctl_in(ep, fd)))
 			return fail("server round trip");
 	}
 	ioctl(c, PERF_EVENT_IOC_DISABLE, 0);
@@ -207,9 +229,9 @@ int main(int argc, char **argv)
 	if (argc < 5 || argc > 6 ||
 	    (strcmp(argv[1], "tcp4") && strcmp(argv[1], "unix")) ||
 	    (strcmp(argv[2], "block") && strcmp(argv[2], "poll") && strcmp(argv[2], "select") &&
-	     strcmp(argv[2], "epoll"))) {
-		fprintf(stderr, "usage: syscalls_test tcp4|unix block|poll|select|epoll MIN MAX "
-				"[ROUNDS]\n");
+	     strcmp(argv[2], "epoll") && strcmp(argv[2], "epoll-ctl"))) {
+		fprintf(stderr, "usage: syscalls_test tcp4|unix block|poll|select|epoll|epoll-ctl "
+				"MIN MAX [ROUNDS]\n");
 		return 2;
 	}
 	fam = !strcmp(argv[1], "unix") ? AF_UNIX : AF_INET;
