@@ -1,21 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * poll, select and epoll over sets that mix switched sockets and kernel
- * fds. A switched socket's readiness is in shared memory: it is looked at
- * first, then, when nothing is ready, looked at again for the thread's spin
- * budget (at most zp_spin_us, see spin), then
- * every switched socket is armed (its peer will send a wake-up byte) and
- * the kernel wait sleeps on all fds, switched sockets asked for POLLIN
- * only (their kernel side is always writable; room is the ring's). What the
- * kernel reports for a switched socket is translated: wake-ups are drained
- * and the socket's own state is reported.
- *
- * epoll: every registration goes through us and carries the fd as its
- * kernel data (the program's data is kept per (set, fd)), so that events
- * can be translated. Level-triggered is the default as in the kernel; a
- * switched socket's EPOLLET reports input only when new bytes came since
- * the last report, output only when room came since; EPOLLONESHOT turns
- * the registration off until EPOLL_CTL_MOD, as in the kernel.
+ * poll and select (and a wait on one socket) over sets that mix switched
+ * sockets and kernel fds, and the helpers epoll.c shares (wait.h). A
+ * switched socket's readiness is in shared memory: it is looked at first,
+ * then, when nothing is ready, looked at again for the thread's spin
+ * budget (at most zp_spin_us, see zp_spin), then every switched socket is
+ * armed (its peer will send a wake-up byte) and the kernel wait sleeps on
+ * all fds, switched sockets asked for POLLIN only (their kernel side is
+ * always writable; room is the ring's). What the kernel reports for a
+ * switched socket is translated: wake-ups are drained and the socket's own
+ * state is reported.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -29,53 +23,31 @@
 
 #include "clock.h"
 #include "preload.h"
+#include "wait.h"
 
 /* ---- poll ------------------------------------------------------------ */
 
-/*
- * While switched sockets are ready from the rings, a wait returns them
- * without asking the kernel (no system call per message) if the kernel's
- * last answer for the same set, less than KLOOK_US ago, had nothing for
- * it: no kernel fd ready and nothing on the kernel side of a switched
- * socket but wake-ups (a dead peer's FIN, a reset). A kernel fd that turns
- * ready after that answer is reported at most KLOOK_US late, as if it had
- * turned ready then; one that was ready is looked at again at every call,
- * as level-triggered waits report it.
- */
-#define KLOOK_US 200
-
-struct klook {
-	int64_t at;   /* the kernel's last answer */
-	uint64_t sig; /* for the set (poll: its fds and events) */
-	bool quiet;   /* it had nothing for the set */
-};
-
-static bool klook_skip(const struct klook *l, uint64_t sig)
+bool zp_klook_skip(const struct klook *l, uint64_t sig)
 {
 	return l->quiet && l->sig == sig && zl_now_us() - l->at < KLOOK_US;
 }
 
 /* Nothing from the kernel for the set in revents kr of fd (switched: z):
  * wake-ups and room on a switched socket's kernel side are not news. */
-static bool kquiet(bool switched, uint32_t kr)
+bool zp_kquiet(bool switched, uint32_t kr)
 {
 	return switched ? !(kr & ~(uint32_t)(POLLIN | POLLOUT)) : !kr;
 }
 
 static __thread struct klook poll_look;
 
-/* A wait for room in a full ring looks at least this often for our own
- * shutdown(SHUT_WR) from another thread: no byte on the kernel socket
- * tells it (the kernel's waiters wake, and a send fails with EPIPE). */
-#define WAIT_OUT_MS 10
-
-static bool full_for(struct zsock *z, short events)
+bool zp_full_for(struct zsock *z, short events)
 {
 	return (events & POLLOUT) && !z->xh && atomic_load(&z->tx_ring) && zp_tx_free(z) == 0;
 }
 
 /* Events to ask the kernel for on a switched socket. */
-static short kernel_events(struct zsock *z, short want)
+short zp_kernel_events(struct zsock *z, short want)
 {
 	if (z->xh) /* its fd to sleep on (zp_kfd) turns readable for anything */
 		return POLLIN;
@@ -92,7 +64,7 @@ static short kernel_events(struct zsock *z, short want)
 /* The kernel cannot tell of this socket's input now (kernel_events leaves
  * POLLIN out, and no wake-up comes): a sleep on it looks again every 1 ms,
  * as one among a crowd does. */
-static bool kernel_blind(struct zsock *z)
+bool zp_kernel_blind(struct zsock *z)
 {
 	return !z->xh && (atomic_load(&z->peer_eof) || atomic_load(&z->krd_shut) ||
 			  (atomic_load(&z->peer_back) && zp_rx_avail(z) > 0));
@@ -100,7 +72,7 @@ static bool kernel_blind(struct zsock *z)
 
 /* A switched socket's events after the kernel reported krev for it;
  * *kin: its input is the kernel stream's (bytes sent before the switch). */
-static short merged(struct zsock *z, short want, short krev, bool *kin)
+short zp_merged(struct zsock *z, short want, short krev, bool *kin)
 {
 	if (z->xh) {
 		*kin = false;
@@ -131,23 +103,23 @@ static short merged(struct zsock *z, short want, short krev, bool *kin)
  * asks the kernel too, in one poll that does not wait: those are not the
  * fast path. *kin as merged.
  */
-static bool ring_only(struct zsock *z)
+bool zp_ring_only(struct zsock *z)
 {
 	return atomic_load_explicit(&z->tx_ring, memory_order_acquire) && !zp_rx_back(z) &&
 	       !zp_rx_on_kernel(z);
 }
 
-static short ready_now(struct zsock *z, short want, bool *kin)
+short zp_ready_now(struct zsock *z, short want, bool *kin)
 {
 	*kin = false;
-	if (z->xh || ring_only(z)) /* (urgent data comes after a way back) */
+	if (z->xh || zp_ring_only(z)) /* (urgent data comes after a way back) */
 		return (short)(zp_ready(z, (short)(want | POLLRDHUP)) & (want | POLLERR | POLLHUP));
 	/* (a look that does not sleep also asks for the peer's FIN, which
 	 * kernel_events leaves out while the ring's last bytes wait) */
-	struct pollfd p = { z->fd, (short)(kernel_events(z, want) | (want & POLLRDHUP)), 0 };
+	struct pollfd p = { z->fd, (short)(zp_kernel_events(z, want) | (want & POLLRDHUP)), 0 };
 	if (zp_real.poll(&p, 1, 0) < 0)
 		p.revents = 0;
-	return merged(z, want, p.revents, kin);
+	return zp_merged(z, want, p.revents, kin);
 }
 
 /*
@@ -160,7 +132,7 @@ static short ready_now(struct zsock *z, short want, bool *kin)
  */
 static __thread int spin_budget = -1;
 
-static bool spin(int64_t deadline, bool (*ready)(void *), void *arg)
+bool zp_spin(int64_t deadline, bool (*ready)(void *), void *arg)
 {
 	if (spin_budget < 0 || spin_budget > zp_spin_us)
 		spin_budget = zp_spin_us;
@@ -180,7 +152,7 @@ static bool spin(int64_t deadline, bool (*ready)(void *), void *arg)
 }
 
 /* A sleep that began at t0 has ended. */
-static void slept(int64_t t0)
+void zp_slept(int64_t t0)
 {
 	if (zl_now_us() - t0 < zp_spin_us)
 		spin_budget = spin_budget * 2 + 1 < zp_spin_us ? spin_budget * 2 + 1 : zp_spin_us;
@@ -202,7 +174,7 @@ static int scan_poll(struct pollset *s)
 		if (!s->z[i])
 			continue;
 		bool kin;
-		s->fds[i].revents = ready_now(s->z[i], s->fds[i].events, &kin);
+		s->fds[i].revents = zp_ready_now(s->z[i], s->fds[i].events, &kin);
 		if (s->fds[i].revents)
 			ready++;
 	}
@@ -232,9 +204,9 @@ int zp_poll(struct pollfd *fds, nfds_t n, int64_t timeout_us, const sigset_t *ma
 	int64_t deadline = timeout_us < 0 ? ZL_NEVER : zl_now_us() + timeout_us;
 	for (;;) {
 		int ready = any ? scan_poll(&s) : 0;
-		if (!ready && any && deadline > zl_now_us() && spin(deadline, poll_ready, &s))
+		if (!ready && any && deadline > zl_now_us() && zp_spin(deadline, poll_ready, &s))
 			ready = scan_poll(&s);
-		if (ready && klook_skip(&poll_look, sig)) { /* (scan_poll: kernel fds 0) */
+		if (ready && zp_klook_skip(&poll_look, sig)) { /* (scan_poll: kernel fds 0) */
 			rc = ready;
 			goto out;
 		}
@@ -249,17 +221,17 @@ int zp_poll(struct pollfd *fds, nfds_t n, int64_t timeout_us, const sigset_t *ma
 			/* (poll is level-triggered: the peer's FIN, when asked for,
 			 * is reported as soon as the kernel has it, so a sleep on it
 			 * ends with an event) */
-			k[i].events = (short)(kernel_events(z[i], fds[i].events) |
+			k[i].events = (short)(zp_kernel_events(z[i], fds[i].events) |
 					      (fds[i].events & POLLRDHUP));
 			if (!arm)
 				continue;
 			int a = zp_arm(z[i], (short)(fds[i].events | POLLIN), &armed[i]);
 			ready |= a & ZP_READY;
-			if ((a & ZP_CROWDED) || kernel_blind(z[i])) {
+			if ((a & ZP_CROWDED) || zp_kernel_blind(z[i])) {
 				crowded = true;
 				k[i].events &= (short)~(POLLIN | POLLRDHUP);
 			}
-			full |= full_for(z[i], fds[i].events);
+			full |= zp_full_for(z[i], fds[i].events);
 		}
 		struct timespec ts = { 0, 0 }, *tp = &ts;
 		int64_t left = deadline == ZL_NEVER ? INT64_MAX : deadline - zl_now_us();
@@ -278,9 +250,9 @@ int zp_poll(struct pollfd *fds, nfds_t n, int64_t timeout_us, const sigset_t *ma
 		int r = zp_real.ppoll(k, n, tp, mask);
 		poll_look = (struct klook){ .at = t0, .sig = sig, .quiet = r >= 0 };
 		for (nfds_t i = 0; r > 0 && i < n; i++)
-			poll_look.quiet &= kquiet(z[i] != NULL, (uint16_t)k[i].revents);
+			poll_look.quiet &= zp_kquiet(z[i] != NULL, (uint16_t)k[i].revents);
 		if (arm && !ready)
-			slept(t0);
+			zp_slept(t0);
 		for (nfds_t i = 0; i < n; i++)
 			if (z[i] && armed[i] >= 0)
 				zp_disarm(z[i], armed[i]);
@@ -289,7 +261,7 @@ int zp_poll(struct pollfd *fds, nfds_t n, int64_t timeout_us, const sigset_t *ma
 		int count = 0;
 		for (nfds_t i = 0; i < n; i++) {
 			bool kin;
-			fds[i].revents = z[i] ? merged(z[i], fds[i].events, k[i].revents, &kin)
+			fds[i].revents = z[i] ? zp_merged(z[i], fds[i].events, k[i].revents, &kin)
 					      : k[i].revents;
 			count += fds[i].revents != 0;
 		}
@@ -306,611 +278,6 @@ out:
 	if (armed != ab)
 		free(armed);
 	return rc;
-}
-
-/* ---- epoll ------------------------------------------------------------ */
-
-struct reg {
-	bool used, off;  /* off: EPOLLONESHOT fired */
-	bool zsock;
-	bool kreg;       /* a switched socket's kernel registration (kev) stays
-			  * after the program's EPOLL_CTL_DEL, for its next ADD:
-			  * an event loop that adds and deletes per request
-			  * makes no system call (dropped at close, or when the
-			  * kernel reports it) */
-	uint32_t events; /* the program's */
-	uint32_t kev;    /* registered with the kernel */
-	epoll_data_t data;
-	uint64_t seen_tail, seen_head; /* EPOLLET: at the last report */
-	uint32_t seen_fulls;           /* ... and the sends that found no room */
-	uint32_t seen_wakes;           /* ... and our own wake-ups (own_wakes) */
-	uint32_t rep_mask;             /* EPOLLET: what the last report said, */
-	uint64_t rep_rcvd;             /* ... and TCP's bytes received then
-					* (tcp_rcvd; UINT64_MAX: not known) */
-	bool skip_once;                /* the kernel's report after settle */
-	bool seen_eof, seen_any;
-	uint32_t seen_state;           /* its ERR and HUP */
-};
-
-struct epset {
-	pthread_mutex_t lock;
-	unsigned settled; /* zp_gave_up when the set last looked for them */
-	struct reg *r;   /* by fd */
-	int cap;
-	int *zfd;        /* the switched sockets in the set */
-	int nz, zcap;
-	int nskip;       /* registrations with skip_once (settle) */
-	struct klook look; /* the kernel's last answer (KLOOK_US) */
-};
-
-#define MAX_EP 65536
-static struct epset *sets[MAX_EP];
-static pthread_mutex_t sets_lock = PTHREAD_MUTEX_INITIALIZER;
-static int live[1024]; /* the epoll fds with a set, for close and switches */
-static _Atomic int nlive;
-
-static struct epset *set_get(int ep, bool make)
-{
-	if (ep < 0 || ep >= MAX_EP)
-		return NULL;
-	struct epset *s = __atomic_load_n(&sets[ep], __ATOMIC_ACQUIRE);
-	if (s || !make)
-		return s;
-	pthread_mutex_lock(&sets_lock);
-	if (!(s = sets[ep]) && nlive < (int)(sizeof(live) / sizeof(live[0])) &&
-	    (s = calloc(1, sizeof(*s)))) {
-		pthread_mutex_init(&s->lock, NULL);
-		__atomic_store_n(&sets[ep], s, __ATOMIC_RELEASE);
-		live[nlive] = ep;
-		atomic_fetch_add(&nlive, 1);
-	}
-	pthread_mutex_unlock(&sets_lock);
-	return s;
-}
-
-void zp_epoll_close(int fd)
-{
-	if (!atomic_load(&nlive))
-		return;
-	pthread_mutex_lock(&sets_lock);
-	struct epset *s = set_get(fd, false);
-	if (s) {
-		__atomic_store_n(&sets[fd], NULL, __ATOMIC_RELEASE);
-		for (int i = 0; i < nlive; i++)
-			if (live[i] == fd)
-				live[i] = live[--nlive];
-		free(s->r);
-		free(s->zfd);
-		pthread_mutex_destroy(&s->lock);
-		free(s);
-	}
-	/* fd leaves every set it was in (the kernel drops it on its last close) */
-	for (int i = 0; i < nlive; i++) {
-		struct epset *e = sets[live[i]];
-		pthread_mutex_lock(&e->lock);
-		if (fd < e->cap)
-			e->r[fd].kreg = false;
-		if (fd < e->cap && e->r[fd].used) {
-			e->r[fd].used = false;
-			for (int j = 0; j < e->nz; j++)
-				if (e->zfd[j] == fd)
-					e->zfd[j] = e->zfd[--e->nz];
-		}
-		pthread_mutex_unlock(&e->lock);
-	}
-	pthread_mutex_unlock(&sets_lock);
-}
-
-static uint32_t kev_of(const struct reg *g, struct zsock *z)
-{
-	if (!z)
-		return g->events;
-	return (uint32_t)kernel_events(z, (short)g->events);
-}
-
-static int grow(struct epset *s, int fd)
-{
-	if (fd < s->cap)
-		return 0;
-	int cap = s->cap ? s->cap : 64;
-	while (cap <= fd)
-		cap *= 2;
-	struct reg *r = realloc(s->r, (size_t)cap * sizeof(*r));
-	if (!r)
-		return -1;
-	memset(r + s->cap, 0, (size_t)(cap - s->cap) * sizeof(*r));
-	s->r = r;
-	s->cap = cap;
-	return 0;
-}
-
-/* fd joins the set's switched sockets; -1 without memory */
-static int zfd_add(struct epset *s, int fd)
-{
-	if (s->nz == s->zcap) {
-		int c = s->zcap ? s->zcap * 2 : 16;
-		int *p = realloc(s->zfd, (size_t)c * sizeof(*p));
-		if (!p)
-			return -1;
-		s->zfd = p;
-		s->zcap = c;
-	}
-	s->zfd[s->nz++] = fd;
-	return 0;
-}
-
-int zp_epoll_ctl(int ep, int op, int fd, struct epoll_event *ev)
-{
-	struct epset *s = set_get(ep, true);
-	if (!s || fd < 0 || (op != EPOLL_CTL_DEL && !ev))
-		return zp_real.epoll_ctl(ep, op, fd, ev);
-	pthread_mutex_lock(&s->lock);
-	int rc = -1;
-	if (grow(s, fd)) {
-		errno = ENOMEM;
-		goto out;
-	}
-	struct reg *g = &s->r[fd];
-	struct zsock *z = zp_get(fd);
-	if (op == EPOLL_CTL_DEL) {
-		if (!g->used && g->kreg) {
-			errno = ENOENT; /* (deleted: the program's registration is gone) */
-			goto out;
-		}
-		if (g->used && g->zsock && z && g->kreg) {
-			rc = 0; /* (the kernel's registration stays: kreg) */
-		} else {
-			rc = zp_real.epoll_ctl(ep, op, g->used && g->zsock ? zp_kfd(z, fd) : fd, ev);
-			g->kreg = false;
-		}
-		if (!rc || errno == EBADF || errno == ENOENT) {
-			if (g->used && g->zsock)
-				for (int j = 0; j < s->nz; j++)
-					if (s->zfd[j] == fd)
-						s->zfd[j] = s->zfd[--s->nz];
-			g->used = false;
-		}
-		goto out;
-	}
-	struct reg n = { .used = true, .zsock = z != NULL, .events = ev->events, .data = ev->data };
-	n.kev = kev_of(&n, z);
-	struct epoll_event k = { .events = n.kev, .data.u64 = (uint64_t)fd };
-	if (z && (ev->events & EPOLLEXCLUSIVE))
-		k.events |= EPOLLEXCLUSIVE;
-	/* a switched socket's kernel registration, kept (kreg): an ADD after
-	 * our DEL, or a MOD, changes it only if its kernel events change */
-	bool kept = z && g->kreg && g->zsock && !(ev->events & EPOLLEXCLUSIVE) &&
-		    (op == EPOLL_CTL_ADD ? !g->used : op == EPOLL_CTL_MOD && g->used);
-	if (z && g->kreg && !g->used && op == EPOLL_CTL_MOD) {
-		errno = ENOENT; /* (deleted: the program's registration is gone) */
-		goto out;
-	}
-	if (kept && n.kev != g->kev) {
-		k.events = n.kev;
-		rc = zp_real.epoll_ctl(ep, EPOLL_CTL_MOD, zp_kfd(z, fd), &k);
-	} else if (kept) {
-		rc = 0;
-	} else {
-		rc = zp_real.epoll_ctl(ep, op, zp_kfd(z, fd), &k);
-	}
-	if (rc)
-		goto out;
-	bool was = g->used && g->zsock;
-	*g = n;
-	g->kreg = z != NULL;
-	if (z && !was && zfd_add(s, fd)) {
-		zp_real.epoll_ctl(ep, EPOLL_CTL_DEL, zp_kfd(z, fd), NULL);
-		g->used = false;
-		errno = ENOMEM;
-		rc = -1;
-	}
-out:
-	pthread_mutex_unlock(&s->lock);
-	return rc;
-}
-
-/* fd switched in connect(2) (z is new): a registration the program made
- * before, on the plain socket, now follows z as one made after would
- * (without it the set never looked at z's ring, and across hosts it
- * watched the silent TCP socket instead of zp_kfd). */
-void zp_epoll_follow(int fd, struct zsock *z)
-{
-	if (!atomic_load(&nlive))
-		return;
-	int kfd = zp_kfd(z, fd);
-	pthread_mutex_lock(&sets_lock);
-	for (int i = 0; i < nlive; i++) {
-		int ep = live[i];
-		struct epset *s = sets[ep];
-		pthread_mutex_lock(&s->lock);
-		struct reg *g = fd < s->cap ? &s->r[fd] : NULL;
-		if (g && g->used && !g->zsock && !zfd_add(s, fd)) {
-			g->zsock = true;
-			g->kev = kev_of(g, z);
-			struct epoll_event k = { .events = g->kev, .data.u64 = (uint64_t)fd };
-			if (kfd != fd)
-				zp_real.epoll_ctl(ep, EPOLL_CTL_DEL, fd, NULL);
-			if (zp_real.epoll_ctl(ep, kfd != fd ? EPOLL_CTL_ADD : EPOLL_CTL_MOD, kfd, &k))
-				ZL_LOG(ZL_LOG_ERROR, "preload: epoll %d cannot follow fd %d: %s", ep,
-				       fd, strerror(errno));
-			else
-				g->kreg = true;
-		}
-		pthread_mutex_unlock(&s->lock);
-	}
-	pthread_mutex_unlock(&sets_lock);
-}
-
-/* The kernel registration follows the socket (our switch, its end); each
- * epoll_wait refreshes it before sleeping. */
-static void refresh(int ep, struct epset *s, int fd, struct zsock *z, bool crowded)
-{
-	struct reg *g = &s->r[fd];
-	uint32_t kev = kev_of(g, z);
-	if (crowded) /* another thread's wake-ups stay unread: do not spin on them */
-		kev &= ~(uint32_t)(EPOLLIN | EPOLLRDHUP);
-	if (kev == g->kev)
-		return;
-	struct epoll_event k = { .events = kev, .data.u64 = (uint64_t)fd };
-	if (!zp_real.epoll_ctl(ep, EPOLL_CTL_MOD, zp_kfd(z, fd), &k))
-		g->kev = kev;
-}
-
-/* TCP's bytes received on fd (every one, also past an urgent mark, where
- * FIONREAD stops); UINT64_MAX if not known. */
-static uint64_t tcp_rcvd(int fd)
-{
-	struct tcp_info ti;
-	socklen_t tl = sizeof ti;
-	if (zp_real.getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) ||
-	    tl < offsetof(struct tcp_info, tcpi_bytes_received) + sizeof ti.tcpi_bytes_received)
-		return UINT64_MAX;
-	return ti.tcpi_bytes_received;
-}
-
-/* Where the input stands, for edges: the ring's tail, and where the
- * kernel stream is used too (kin: before the peer's switch; or after a
- * way back) the kernel bytes read and queued. */
-static uint64_t in_mark(struct zsock *z, bool kin)
-{
-	if (z->xh)
-		return zx_rx_mark(z);
-	uint64_t t = atomic_load_explicit(&z->rx->tail, memory_order_relaxed);
-	if (!kin && ring_only(z))
-		return t;
-	/* TCP: every byte that came (bytes after an urgent mark are an edge
-	 * too) */
-	uint64_t rc = z->is_unix ? UINT64_MAX : tcp_rcvd(z->fd);
-	if (rc != UINT64_MAX)
-		return t + rc;
-	int q = 0;
-	if (zp_real.ioctl(z->fd, FIONREAD, &q) || q < 0)
-		q = 0;
-	/* every kernel byte is queued, read as data or dropped as a wake-up */
-	return t + atomic_load_explicit(&z->rx_k, memory_order_relaxed) +
-	       atomic_load_explicit(&z->rx_w, memory_order_relaxed) + (uint64_t)q;
-}
-
-/* Where the output stands, for edges: the bytes the peer took, from the
- * ring and, once our sends are on the kernel stream, from it (sent, less
- * what its queue still holds). */
-static uint64_t out_mark(struct zsock *z)
-{
-	if (z->xh)
-		return zx_tx_mark(z);
-	uint64_t h = atomic_load_explicit(&z->tx->head, memory_order_relaxed);
-	int q = 0;
-	if (atomic_load_explicit(&z->tx_ring, memory_order_acquire) ||
-	    zp_real.ioctl(z->fd, SIOCOUTQ, &q) || q < 0)
-		return h;
-	return h + atomic_load_explicit(&z->tx_k, memory_order_relaxed) - (uint64_t)q;
-}
-
-/*
- * Report a switched socket's events r for registration g, as EPOLLET and
- * EPOLLONESHOT say; 1 if reported. kin: the input is kernel bytes (sent
- * before the switch).
- *
- * EPOLLET as the kernel's: an edge is a wake-up of a kind the registration
- * asked for, and it reports every event the socket has then (after the
- * peer's bytes come, IN and OUT). Kinds: input (new bytes, or the end),
- * output (room freed by the peer's reads: on a Unix socket at each read;
- * on TCP only after a send found the buffer full since this registration
- * last reported, as TCP wakes writers only then; each epoll set sees its
- * own edge), a new ERR or HUP, which any registration sees, and our
- * own shutdown (the kernel's wakes the socket's waiters, even when it
- * fails with ENOTCONN).
- * After EPOLL_CTL_ADD or MOD the state then is reported, if any.
- */
-static int report(struct reg *g, struct zsock *z, uint32_t r, bool kin, struct epoll_event *out)
-{
-	r &= g->events | EPOLLERR | EPOLLHUP;
-	if (!r || g->off)
-		return 0;
-	if (g->events & EPOLLET) {
-		uint64_t t = in_mark(z, kin);
-		uint64_t h = out_mark(z);
-		/* a reset wakes the socket once, also when its error was read
-		 * before this look (the sticky marks of one: ours, played) */
-		uint32_t state = (r & (EPOLLERR | EPOLLHUP)) |
-				 (!z->xh && (z->gone_sent || zp_peer_reset(z)) ? 1u << 31 : 0);
-		bool eof = (r & EPOLLRDHUP) != 0;
-		bool in = (r & (EPOLLIN | EPOLLRDHUP)) && (t != g->seen_tail || (eof && !g->seen_eof));
-		uint32_t fulls = atomic_load_explicit(&z->tx_fulls, memory_order_relaxed);
-		bool outw = (r & EPOLLOUT) && h != g->seen_head &&
-			    (z->is_unix || z->xh || fulls != g->seen_fulls);
-		uint32_t wakes = atomic_load_explicit(&z->own_wakes, memory_order_relaxed);
-		/* (an error read meanwhile is no edge: only what came is) */
-		if (g->seen_any && !in && !outw && !(state & ~g->seen_state) && wakes == g->seen_wakes)
-			return 0;
-		g->seen_wakes = wakes;
-		if (outw) /* (the room it waits for is reported once) */
-			g->seen_fulls = fulls;
-		g->seen_tail = t;
-		g->seen_head = h;
-		g->seen_eof |= eof;
-		g->seen_state = state;
-		g->seen_any = true;
-		g->rep_mask = r;
-		g->rep_rcvd = !z->xh && !z->is_unix && !ring_only(z) ? tcp_rcvd(z->fd) : UINT64_MAX;
-	}
-	if (g->events & EPOLLONESHOT)
-		g->off = true;
-	out->events = r;
-	out->data = g->data;
-	return 1;
-}
-
-/* Sockets of the set that went back to the kernel (a client that gave up
- * its join: zp_gave_up counts them) are the program's registrations again,
- * as it made them. */
-static void settle(int ep, struct epset *s)
-{
-	unsigned n = atomic_load(&zp_gave_up);
-	if (n == s->settled)
-		return;
-	s->settled = n;
-	for (int j = 0; j < s->nz;) {
-		int fd = s->zfd[j];
-		if (zp_get(fd)) {
-			j++;
-			continue;
-		}
-		struct reg *g = &s->r[fd];
-		struct epoll_event k = { .events = g->events, .data.u64 = (uint64_t)fd };
-		if (g->off) /* a one-shot that fired stays off until EPOLL_CTL_MOD */
-			k.events = EPOLLONESHOT;
-		/* EPOLLET: the kernel reports what the socket has at a MOD, an
-		 * edge the program did not see made; when nothing changed since
-		 * our last report (its events, TCP's bytes received), that one
-		 * report is not passed on */
-		if ((g->events & EPOLLET) && !g->off && g->seen_any && g->rep_rcvd != UINT64_MAX) {
-			struct pollfd p = { fd, (short)(g->events & 0xffff), 0 };
-			uint32_t now = zp_real.poll(&p, 1, 0) == 1 ? (uint16_t)p.revents : 0;
-			g->skip_once = (now & (g->events | EPOLLERR | EPOLLHUP)) == g->rep_mask &&
-				       tcp_rcvd(fd) == g->rep_rcvd;
-			s->nskip += g->skip_once;
-		}
-		if (zp_real.epoll_ctl(ep, EPOLL_CTL_MOD, fd, &k)) { /* EPOLLEXCLUSIVE */
-			zp_real.epoll_ctl(ep, EPOLL_CTL_DEL, fd, NULL);
-			zp_real.epoll_ctl(ep, EPOLL_CTL_ADD, fd, &k);
-		}
-		g->zsock = false;
-		g->kev = k.events;
-		s->zfd[j] = s->zfd[--s->nz];
-	}
-}
-
-static int scan_ep(struct epset *s, struct epoll_event *evs, int max, bool *hit)
-{
-	int n = 0;
-	for (int j = 0; j < s->nz && n < max; j++) {
-		int fd = s->zfd[j];
-		struct zsock *z = zp_get(fd);
-		if (!z)
-			continue;
-		bool kin;
-		short r = ready_now(z, (short)(s->r[fd].events | POLLRDHUP), &kin);
-		if (r && report(&s->r[fd], z, (uint32_t)r, kin, &evs[n])) {
-			hit[j] = true;
-			n++;
-		}
-	}
-	return n;
-}
-
-/* Room for n events from the kernel, past the 256 on the stack: a buffer
- * per thread, grown as callers ask for more (freed when the thread ends). */
-static pthread_key_t kbuf_key;
-static pthread_once_t kbuf_once = PTHREAD_ONCE_INIT;
-static __thread struct epoll_event *kbuf;
-static __thread int kbuf_cap;
-
-static void kbuf_make_key(void) { pthread_key_create(&kbuf_key, free); }
-
-static struct epoll_event *kernel_events_buf(int n)
-{
-	if (n <= kbuf_cap)
-		return kbuf;
-	struct epoll_event *b = realloc(kbuf, (size_t)n * sizeof(*b));
-	if (!b)
-		return NULL;
-	pthread_once(&kbuf_once, kbuf_make_key);
-	pthread_setspecific(kbuf_key, b);
-	kbuf = b;
-	kbuf_cap = n;
-	return b;
-}
-
-struct armed {
-	struct zsock *z;
-	short ev;
-};
-
-struct epscan {
-	struct epset *s;
-};
-
-static bool ep_ready(void *arg)
-{
-	struct epset *s = ((struct epscan *)arg)->s;
-	for (int j = 0; j < s->nz; j++) {
-		struct zsock *z = zp_get(s->zfd[j]);
-		bool kin;
-		if (z && !s->r[s->zfd[j]].off &&
-		    ready_now(z, (short)(s->r[s->zfd[j]].events | POLLRDHUP), &kin))
-			return true;
-	}
-	return false;
-}
-
-int zp_epoll_wait(int ep, struct epoll_event *evs, int max, int timeout_ms,
-		  const sigset_t *mask)
-{
-	struct epset *s = set_get(ep, false);
-	if (!s || max <= 0)
-		return zp_real.epoll_pwait(ep, evs, max, timeout_ms, mask);
-	int64_t deadline = timeout_ms < 0 ? ZL_NEVER : zl_now_us() + (int64_t)timeout_ms * 1000;
-	for (;;) {
-		pthread_mutex_lock(&s->lock);
-		settle(ep, s);
-		bool hb[256], *hit = s->nz <= 256 ? hb : calloc((size_t)s->nz, 1);
-		if (!hit) {
-			pthread_mutex_unlock(&s->lock);
-			errno = ENOMEM;
-			return -1;
-		}
-		memset(hit, 0, s->nz <= 256 ? sizeof(hb) : (size_t)s->nz);
-		int n = scan_ep(s, evs, max, hit);
-		bool any = s->nz > 0;
-		pthread_mutex_unlock(&s->lock);
-		struct epscan es = { s };
-		if (!n && any && deadline > zl_now_us() && spin(deadline, ep_ready, &es)) {
-			pthread_mutex_lock(&s->lock);
-			n = scan_ep(s, evs, max, hit);
-			pthread_mutex_unlock(&s->lock);
-		}
-		/* arm, then sleep in the kernel */
-		pthread_mutex_lock(&s->lock);
-		bool sleep = !n && deadline > zl_now_us(), crowded = false, ready = false, full = false;
-		struct armed ab[256], *am = s->nz <= 256 ? ab : calloc((size_t)s->nz, sizeof(*am));
-		int na = 0;
-		for (int j = 0; j < s->nz && am; j++) {
-			int fd = s->zfd[j];
-			struct zsock *z = zp_get(fd);
-			if (!z)
-				continue;
-			if (!sleep || s->r[fd].off) {
-				refresh(ep, s, fd, z, false);
-				continue;
-			}
-			short ev = (short)((s->r[fd].events & (EPOLLIN | EPOLLOUT)) | POLLIN);
-			int a = zp_arm(z, ev, &am[na].ev);
-			am[na++].z = z;
-			ready |= (a & ZP_READY) != 0;
-			crowded |= (a & ZP_CROWDED) || kernel_blind(z);
-			full |= full_for(z, (short)(s->r[fd].events & EPOLLOUT));
-			refresh(ep, s, fd, z, (a & ZP_CROWDED) != 0);
-		}
-		pthread_mutex_unlock(&s->lock);
-		/* ready meanwhile, or ready with nothing new to report (EPOLLET:
-		 * no edge since the last report): then it sleeps, armed, until
-		 * the peer's next move, as the kernel's epoll would */
-		if (ready) {
-			pthread_mutex_lock(&s->lock);
-			n = scan_ep(s, evs, max, hit);
-			pthread_mutex_unlock(&s->lock);
-		}
-		int ms = n || !sleep ? 0 : zl_poll_ms(deadline);
-		if (crowded && (ms < 0 || ms > 1))
-			ms = 1; /* another sleeper's drain may take our wake-up */
-		if (full && (ms < 0 || ms > WAIT_OUT_MS))
-			ms = WAIT_OUT_MS;
-		struct epoll_event kb[256], *kev = kb;
-		int room = max - n;
-		if (room > 256 && !(kev = kernel_events_buf(room))) {
-			kev = kb; /* out of memory: the next call takes the rest */
-			room = 256;
-		}
-		int64_t t0 = zl_now_us();
-		pthread_mutex_lock(&s->lock);
-		bool look = room > 0 && (!n || !klook_skip(&s->look, 0));
-		pthread_mutex_unlock(&s->lock);
-		int k = look ? zp_real.epoll_pwait(ep, kev, room, ms, mask) : 0;
-		int err = errno;
-		if (ms && any)
-			slept(t0);
-		for (int j = 0; j < na; j++)
-			zp_disarm(am[j].z, am[j].ev);
-		if (am != ab)
-			free(am);
-		pthread_mutex_lock(&s->lock);
-		if (look) {
-			s->look = (struct klook){ .at = t0, .quiet = k >= 0 };
-			for (int i = 0; i < k; i++) {
-				int fd = (int)kev[i].data.u64;
-				s->look.quiet &= kquiet(fd >= 0 && fd < s->cap && s->r[fd].used &&
-							s->r[fd].zsock,
-							kev[i].events);
-			}
-		}
-		for (int i = 0; i < k; i++) {
-			int fd = (int)kev[i].data.u64;
-			if (fd >= 0 && fd < s->cap && !s->r[fd].used && s->r[fd].kreg) {
-				/* a kept registration the program deleted: the kernel
-				 * reports its socket (its end), so it goes now */
-				struct zsock *zk = zp_get(fd);
-				zp_real.epoll_ctl(ep, EPOLL_CTL_DEL, zk ? zp_kfd(zk, fd) : fd, NULL);
-				s->r[fd].kreg = false;
-			}
-			if (fd < 0 || fd >= s->cap || !s->r[fd].used)
-				continue; /* gone since */
-			struct reg *g = &s->r[fd];
-			struct zsock *z = g->zsock ? zp_get(fd) : NULL;
-			if (!z) {
-				if (g->off)
-					continue;
-				if (g->skip_once) { /* (settle) */
-					g->skip_once = false;
-					if (kev[i].events == g->rep_mask && tcp_rcvd(fd) == g->rep_rcvd)
-						continue;
-				}
-				if (g->events & EPOLLONESHOT)
-					g->off = true;
-				evs[n].events = kev[i].events;
-				evs[n++].data = g->data;
-				continue;
-			}
-			bool dup = false;
-			for (int j = 0; j < s->nz; j++)
-				if (s->zfd[j] == fd && hit[j])
-					dup = true;
-			bool kin;
-			short r = merged(z, (short)(g->events | POLLRDHUP), (short)kev[i].events, &kin);
-			if (!dup && r && report(g, z, (uint32_t)r, kin, &evs[n]))
-				n++;
-		}
-		/* the MOD's report comes at the first wait after it, or not
-		 * at all: a later one is an edge */
-		if (s->nskip > 0 && look && k >= 0) {
-			for (int fd = 0; fd < s->cap; fd++)
-				s->r[fd].skip_once = false;
-			s->nskip = 0;
-		}
-		pthread_mutex_unlock(&s->lock);
-		if (hit != hb)
-			free(hit);
-		if (k < 0 && err != EINTR) {
-			errno = err;
-			return n ? n : -1;
-		}
-		if (k < 0) {
-			errno = EINTR;
-			return n ? n : -1;
-		}
-		if (n || (deadline != ZL_NEVER && zl_now_us() >= deadline))
-			return n;
-	}
 }
 
 /* ---- one socket ------------------------------------------------------- */
@@ -936,7 +303,7 @@ int zp_wait_one(struct zsock *z, short events, int64_t deadline)
 		return 0;
 	}
 	struct one o = { z, events };
-	if (spin(deadline, one_ready, &o))
+	if (zp_spin(deadline, one_ready, &o))
 		return 0;
 	for (;;) {
 		short armed;
@@ -946,7 +313,7 @@ int zp_wait_one(struct zsock *z, short events, int64_t deadline)
 			return 0;
 		}
 		bool eof = atomic_load(&z->peer_eof);
-		struct pollfd p = { .fd = zp_kfd(z, z->fd), .events = kernel_events(z, events) };
+		struct pollfd p = { .fd = zp_kfd(z, z->fd), .events = zp_kernel_events(z, events) };
 		int ms = zl_poll_ms(deadline);
 		if (a & ZP_CROWDED) /* another thread's wake-ups stay unread */
 			p.events &= (short)~(POLLIN | POLLRDHUP);
@@ -960,7 +327,7 @@ int zp_wait_one(struct zsock *z, short events, int64_t deadline)
 				ms = 1;
 		}
 		/* no wake-ups come after the kernel stream's end, nor to a crowd */
-		if ((eof || (a & ZP_CROWDED) || kernel_blind(z)) && (ms < 0 || ms > 1))
+		if ((eof || (a & ZP_CROWDED) || zp_kernel_blind(z)) && (ms < 0 || ms > 1))
 			ms = 1;
 		if (eof && (events & POLLOUT) && zp_probe(z)) {
 			zp_disarm(z, armed);
@@ -977,7 +344,7 @@ int zp_wait_one(struct zsock *z, short events, int64_t deadline)
 		int64_t t0 = zl_now_us();
 		int r = zp_real.poll(&p, 1, ms);
 		if (ms)
-			slept(t0);
+			zp_slept(t0);
 		zp_disarm(z, armed);
 		if (r < 0)
 			return errno == EINTR ? -EINTR : -errno;
