@@ -566,8 +566,10 @@ short zp_ready(struct zsock *z, short events)
 	bool end = zp_peer_closed(z) || atomic_load(&z->peer_eof);
 	if (!zp_rx_left(z, &left) && (zp_rx_avail(z) != 0 || end))
 		r |= POLLIN | (end ? POLLRDHUP : 0);
-	if (z->rd_shut)
-		r |= POLLIN | POLLRDHUP;
+	if (z->rd_shut || (atomic_load(&z->peer_eof) && zp_rx_back(z)))
+		r |= POLLIN | POLLRDHUP; /* (the end of the peer's stream after its way
+					  * back: kernel_events asks the kernel no
+					  * more for it) */
 	bool wr_shut = __atomic_load_n(&z->wr_shut, __ATOMIC_ACQUIRE); /* (another thread's) */
 	if ((end || z->rd_shut) &&
 	    (wr_shut || (z->is_unix && (zp_peer_gone(z) || zp_peer_rd_shut(z)))))

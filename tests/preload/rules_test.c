@@ -1340,6 +1340,36 @@ static int case_unix_reset_after_way_back_waitall(struct ctx *x)
 	return unix_reset_after_way_back(x, 1);
 }
 
+/* The peer shut its sending side on the ring, then our fd (Unix) or
+ * urgent byte (TCP) took both ways back to the kernel stream, with bytes
+ * of ours still unread on the ring: once we read the end, poll still says
+ * POLLIN (the end stays readable) with RDHUP. */
+static int case_eof_after_way_back_polls_in(struct ctx *x)
+{
+	char b[8];
+	unsigned ev = 0;
+	EXPECT_OK(shutdown(x->c, SHUT_WR));
+	TRY(wait_for(x->s, POLLRDHUP, "the peer's end"));
+	EXPECT_RET(send(x->s, "unread", 6, 0), 6); /* (keeps us switched) */
+	if (x->fam == AF_UNIX) {
+		int p[2], rc;
+		CHECK(!pipe2(p, O_CLOEXEC), "pipe2: %s", errname(errno));
+		rc = send_fd(x->s, p[1], 'D');
+		close(p[0]);
+		close(p[1]);
+		TRY(rc);
+	} else {
+		EXPECT_RET(send(x->s, "U", 1, MSG_OOB), 1);
+	}
+	EXPECT_RET(recv(x->s, b, sizeof b, MSG_DONTWAIT), 0);
+	usleep(20000); /* (the peer follows our way back) */
+	EXPECT_RET(recv(x->s, b, sizeof b, MSG_DONTWAIT), 0);
+	TRY(poll1(x->s, POLLIN | POLLOUT | POLLRDHUP, 0, &ev));
+	CHECK((ev & EV_MASK) == (POLLIN | POLLOUT | POLLRDHUP), "poll at the end: %s",
+	      evname(ev & EV_MASK));
+	return 0;
+}
+
 /* Urgent data (MSG_OOB): the peer sees POLLPRI and the exceptional
  * condition, the mark between the bytes before and after, and the urgent
  * byte out of band. */
@@ -1507,6 +1537,7 @@ static const struct test tests[] = {
 	{ "shut_rd_then_fd_pass", case_shut_rd_then_fd_pass },
 	{ "unix_reset_after_way_back", case_unix_reset_after_way_back },
 	{ "unix_reset_after_way_back_waitall", case_unix_reset_after_way_back_waitall },
+	{ "eof_after_way_back_polls_in", case_eof_after_way_back_polls_in },
 	{ "oob", case_oob },
 	{ "peek_sees_fds_ahead", case_peek_sees_fds_ahead },
 	{ "waitall_stops_at_fds", case_waitall_stops_at_fds },
