@@ -23,8 +23,8 @@ run() { # name, command... (ZL_SUITE_FILTER: a regex the names to run match)
 	else
 		fail=$((fail + 1))
 		failed+=("$name")
-		echo "FAIL $name (exit $rc):"
-		tail -15 "/tmp/$name.log" | sed 's/^/    /'
+		echo "FAIL $name (exit $rc); its log without the passing cases:"
+		grep -v '^ok ' "/tmp/$name.log" | tail -40 | sed 's/^/    /'
 	fi
 }
 
