@@ -47,7 +47,7 @@ mkdir -p "$out" || exit 2
 csv=$out/preload-rtt.csv
 echo "round,program,mode,median_us,p99_us,p999_us,max_us,rps,server_calls,client_calls" > "$csv"
 tmp=$(mktemp -d) || exit 2
-cleanup() { pkill -f "sockperf server --tcp -i 127.0.0.1 -p $$" 2> /dev/null; rm -rf "$tmp"; }
+cleanup() { rm -rf "$tmp"; }
 trap cleanup EXIT
 counting=0
 perf stat -e raw_syscalls:sys_enter true > /dev/null 2>&1 && counting=1
@@ -61,7 +61,7 @@ counted() {
 	fi
 }
 calls() { awk -F, '/raw_syscalls/ { print $1 }' "$tmp/$1"; }
-per() { awk -v c="$1" -v n="$2" 'BEGIN { printf "%.4f", n > 0 ? c / n : 0 }'; }
+per() { awk -v c="$1" -v n="$2" 'BEGIN { printf "%.4f", (n > 0 ? c / n : 0) }'; }
 port() { echo $((20000 + (RANDOM % 20000))); }
 failed=0
 
@@ -74,7 +74,7 @@ sockperf_run() { # round mode
 	sleep 1
 	ZL_LOG=warn counted cli "${pre[@]}" taskset -c 0 sockperf ping-pong --tcp -i 127.0.0.1 -p "$p" \
 		-t "$secs" -m 64 --full-rtt > "$tmp/sp.out" 2>&1
-	kill -INT "$spid" 2> /dev/null; wait "$spid" 2> /dev/null
+	pkill -INT -f "sockperf server --tcp -i 127.0.0.1 -p $p\$"; wait "$spid" 2> /dev/null
 	local med p99 p999 max n
 	med=$(awk '/percentile 50.000/ { print $NF }' "$tmp/sp.out")
 	p99=$(awk '/percentile 99.000/ { print $NF }' "$tmp/sp.out")
