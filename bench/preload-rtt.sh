@@ -63,6 +63,12 @@ counted() {
 calls() { awk -F, '/raw_syscalls/ { print $1 }' "$tmp/$1"; }
 per() { awk -v c="$1" -v n="$2" 'BEGIN { printf "%.4f", (n > 0 ? c / n : 0) }'; }
 port() { echo $((20000 + (RANDOM % 20000))); }
+# reap PID, a server told to stop: at most 10 s, then SIGKILL
+reap() {
+	for _ in $(seq 100); do kill -0 "$1" 2> /dev/null || break; sleep 0.1; done
+	kill -9 "$1" 2> /dev/null
+	wait "$1" 2> /dev/null
+}
 failed=0
 
 sockperf_run() { # round mode
@@ -74,7 +80,7 @@ sockperf_run() { # round mode
 	sleep 1
 	ZL_LOG=warn counted cli "${pre[@]}" taskset -c 0 sockperf ping-pong --tcp -i 127.0.0.1 -p "$p" \
 		-t "$secs" -m 64 --full-rtt > "$tmp/sp.out" 2>&1
-	pkill -INT -f "sockperf server --tcp -i 127.0.0.1 -p $p\$"; wait "$spid" 2> /dev/null
+	pkill -INT -f "sockperf server --tcp -i 127.0.0.1 -p $p\$"; reap "$spid"
 	local med p99 p999 max n
 	med=$(awk '/percentile 50.000/ { print $NF }' "$tmp/sp.out")
 	p99=$(awk '/percentile 99.000/ { print $NF }' "$tmp/sp.out")
@@ -97,7 +103,7 @@ redis_run() { # round mode
 	sleep 1
 	ZL_LOG=warn counted cli "${pre[@]}" taskset -c 0 redis-benchmark "${tgt[@]}" -c 1 -P 1 \
 		-n 200000 -t get > "$tmp/rb.out" 2>&1
-	redis-cli -p "$p" shutdown nosave > /dev/null 2>&1; wait "$spid" 2> /dev/null
+	redis-cli -p "$p" shutdown nosave > /dev/null 2>&1; reap "$spid"
 	local rps avg
 	rps=$(awk '/throughput summary/ { print $3 }' "$tmp/rb.out")
 	avg=$(awk '/latency summary/ { getline; getline; print $1 * 1000 }' "$tmp/rb.out")
