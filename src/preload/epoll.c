@@ -302,8 +302,8 @@ static uint64_t in_mark(struct zsock *z, bool kin)
 	if (zp_real.ioctl(z->fd, FIONREAD, &q) || q < 0)
 		q = 0;
 	/* every kernel byte is queued, read as data or dropped as a wake-up */
-	return t + atomic_load_explicit(&z->rx_k, memory_order_relaxed) +
-	       atomic_load_explicit(&z->rx_w, memory_order_relaxed) + (uint64_t)q;
+	return t + atomic_load_explicit(&z->o->rx_k, memory_order_relaxed) +
+	       atomic_load_explicit(&z->o->rx_w, memory_order_relaxed) + (uint64_t)q;
 }
 
 /* Where the output stands, for edges: the bytes the peer took, from the
@@ -315,10 +315,10 @@ static uint64_t out_mark(struct zsock *z)
 		return zx_tx_mark(z);
 	uint64_t h = atomic_load_explicit(&z->tx->head, memory_order_relaxed);
 	int q = 0;
-	if (atomic_load_explicit(&z->tx_ring, memory_order_acquire) ||
+	if (atomic_load_explicit(&z->o->tx_ring, memory_order_acquire) ||
 	    zp_real.ioctl(z->fd, SIOCOUTQ, &q) || q < 0)
 		return h;
-	return h + atomic_load_explicit(&z->tx_k, memory_order_relaxed) - (uint64_t)q;
+	return h + atomic_load_explicit(&z->o->tx_k, memory_order_relaxed) - (uint64_t)q;
 }
 
 /*
@@ -348,13 +348,13 @@ static int report(struct reg *g, struct zsock *z, uint32_t r, bool kin, struct e
 		/* a reset wakes the socket once, also when its error was read
 		 * before this look (the sticky marks of one: ours, played) */
 		uint32_t state = (r & (EPOLLERR | EPOLLHUP)) |
-				 (!z->xh && (z->gone_sent || zp_peer_reset(z)) ? 1u << 31 : 0);
+				 (!z->xh && (z->o->gone_sent || zp_peer_reset(z)) ? 1u << 31 : 0);
 		bool eof = (r & EPOLLRDHUP) != 0;
 		bool in = (r & (EPOLLIN | EPOLLRDHUP)) && (t != g->seen_tail || (eof && !g->seen_eof));
-		uint32_t fulls = atomic_load_explicit(&z->tx_fulls, memory_order_relaxed);
+		uint32_t fulls = atomic_load_explicit(&z->o->tx_fulls, memory_order_relaxed);
 		bool outw = (r & EPOLLOUT) && h != g->seen_head &&
 			    (z->is_unix || z->xh || fulls != g->seen_fulls);
-		uint32_t wakes = atomic_load_explicit(&z->own_wakes, memory_order_relaxed);
+		uint32_t wakes = atomic_load_explicit(&z->o->own_wakes, memory_order_relaxed);
 		/* (an error read meanwhile is no edge: only what came is) */
 		if (g->seen_any && !in && !outw && !(state & ~g->seen_state) && wakes == g->seen_wakes)
 			return 0;

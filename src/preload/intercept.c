@@ -120,7 +120,7 @@ EXPORT int connect(int fd, const struct sockaddr *a, socklen_t len)
 		zp_fell_back(fd, "no preloaded listener there");
 	if (z) {
 		if (!r || e == EINPROGRESS) {
-			atomic_store(&z->nonblock, (zp_real.fcntl(fd, F_GETFL) & O_NONBLOCK) != 0);
+			atomic_store(&z->o->nonblock, (zp_real.fcntl(fd, F_GETFL) & O_NONBLOCK) != 0);
 			zp_adopt(fd, z);
 			zp_epoll_follow(fd, z);
 		} else if (z->xh) {
@@ -158,7 +158,7 @@ EXPORT int accept4(int fd, struct sockaddr *a, socklen_t *len, int flags)
 		if (!z)
 			z = zx_accept_match(fd, r);
 		if (z) {
-			atomic_store(&z->nonblock, (flags & SOCK_NONBLOCK) != 0);
+			atomic_store(&z->o->nonblock, (flags & SOCK_NONBLOCK) != 0);
 			zp_adopt(r, z);
 		}
 		errno = e;
@@ -426,7 +426,7 @@ static int fcntl_common(int fd, int cmd, unsigned long arg)
 	if (r < 0 || !z)
 		return r;
 	if (cmd == F_SETFL)
-		atomic_store(&z->nonblock, (arg & O_NONBLOCK) != 0);
+		atomic_store(&z->o->nonblock, (arg & O_NONBLOCK) != 0);
 	else if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC)
 		zp_set(r, z);
 	return r;
@@ -489,7 +489,7 @@ EXPORT int ioctl(int fd, unsigned long req, ...)
 	}
 	int r = zp_real.ioctl(fd, req, arg);
 	if (!r && z && req == FIONBIO && arg)
-		atomic_store(&z->nonblock, *(int *)arg != 0);
+		atomic_store(&z->o->nonblock, *(int *)arg != 0);
 	return r;
 }
 
@@ -524,7 +524,7 @@ EXPORT int dup2(int old, int new)
 
 static bool nodelay(struct zsock *z, int level, int opt)
 {
-	return z && z->app_nodelay >= 0 && level == IPPROTO_TCP && opt == TCP_NODELAY;
+	return z && z->o->app_nodelay >= 0 && level == IPPROTO_TCP && opt == TCP_NODELAY;
 }
 
 EXPORT int getsockopt(int fd, int level, int opt, void *v, socklen_t *len)
@@ -532,7 +532,7 @@ EXPORT int getsockopt(int fd, int level, int opt, void *v, socklen_t *len)
 	struct zsock *z = zs(fd);
 	int r = zp_real.getsockopt(fd, level, opt, v, len);
 	if (!r && nodelay(z, level, opt) && *len >= sizeof(int))
-		*(int *)v = z->app_nodelay; /* the program's view, not the wake-ups' */
+		*(int *)v = z->o->app_nodelay; /* the program's view, not the wake-ups' */
 	else if (!r && z && level == SOL_SOCKET && opt == SO_ERROR && *len >= sizeof(int))
 		*(int *)v = zp_so_error(z, *(int *)v);
 	return r;
@@ -545,7 +545,7 @@ EXPORT int setsockopt(int fd, int level, int opt, const void *v, socklen_t len)
 		int on = 1;
 		int r = zp_real.setsockopt(fd, level, opt, len >= sizeof(int) ? &on : v, len);
 		if (!r)
-			z->app_nodelay = *(const int *)v != 0;
+			z->o->app_nodelay = *(const int *)v != 0;
 		return r;
 	}
 	int r = zp_real.setsockopt(fd, level, opt, v, len);
@@ -554,9 +554,9 @@ EXPORT int setsockopt(int fd, int level, int opt, const void *v, socklen_t len)
 		const struct timeval *t = v;
 		int64_t us = (int64_t)t->tv_sec * 1000000 + t->tv_usec;
 		if (opt == SO_RCVTIMEO)
-			z->rcvtimeo_us = us;
+			z->o->rcvtimeo_us = us;
 		else
-			z->sndtimeo_us = us;
+			z->o->sndtimeo_us = us;
 	}
 	return r;
 }

@@ -26,7 +26,7 @@ bool zp_peer_gone(struct zsock *z)
 	if (!zp_trusted(z))
 		return false;
 	return atomic_load_explicit(&z->sh->gone[1 - z->side], memory_order_acquire) ||
-	       (atomic_load(&z->peer_eof) && zp_rx_switch(z) != ZP_UNLATCHED && !zp_peer_closed(z));
+	       (atomic_load(&z->o->peer_eof) && zp_rx_switch(z) != ZP_UNLATCHED && !zp_peer_closed(z));
 }
 
 /* A Unix peer shut its reading side: our sends fail, as its kernel's
@@ -41,7 +41,7 @@ bool zp_peer_rd_shut(struct zsock *z)
  * closed, or its kernel stream ended. */
 bool zp_peer_wr_shut(struct zsock *z)
 {
-	return atomic_load(&z->peer_eof) || zp_peer_closed(z) ||
+	return atomic_load(&z->o->peer_eof) || zp_peer_closed(z) ||
 	       (z->rx && zp_trusted(z) && atomic_load_explicit(&z->rx->wr_shut, memory_order_acquire));
 }
 
@@ -63,7 +63,7 @@ bool zp_peer_urg_reset(struct zsock *z)
 /* The peer shut its sending side (a FIN, not a close that resets) */
 bool zp_peer_fin(struct zsock *z)
 {
-	return atomic_load(&z->peer_eof) ||
+	return atomic_load(&z->o->peer_eof) ||
 	       (z->rx && zp_trusted(z) && atomic_load_explicit(&z->rx->wr_shut, memory_order_acquire));
 }
 
@@ -83,7 +83,7 @@ bool zp_peer_refuses_data(struct zsock *z)
 		return false;
 	/* our data on the kernel stream to a peer whose kernel socket is shut
 	 * too (it may have left the rings): its kernel resets, not we */
-	if (!atomic_load_explicit(&z->tx_ring, memory_order_acquire) &&
+	if (!atomic_load_explicit(&z->o->tx_ring, memory_order_acquire) &&
 	    atomic_load_explicit(&z->tx->krd_shut, memory_order_acquire))
 		return false;
 	if (!atomic_exchange_explicit(&z->sh->reset[z->side], 1, memory_order_acq_rel)) {
@@ -107,7 +107,7 @@ bool zp_peer_fin_first(struct zsock *z)
  * otherwise ECONNRESET. */
 int zp_reset_err(struct zsock *z)
 {
-	int e = atomic_load_explicit(&z->reset_err, memory_order_acquire);
+	int e = atomic_load_explicit(&z->o->reset_err, memory_order_acquire);
 	return e ? e : ECONNRESET;
 }
 
@@ -115,8 +115,8 @@ int zp_reset_err(struct zsock *z)
 void zp_lie(struct zsock *z, const char *what)
 {
 	static struct zl_ratelimit rl;
-	atomic_store(&z->lied, true);
-	if (atomic_exchange(&z->reset_seen, true))
+	atomic_store(&z->o->lied, true);
+	if (atomic_exchange(&z->o->reset_seen, true))
 		return;
 	ZL_LOG_RL(&rl, ZL_LOG_WARN, "preload: fd %d: the peer lied (%s): connection reset",
 		  z->fd, what);
@@ -126,30 +126,30 @@ void zp_lie(struct zsock *z, const char *what)
 /* The peer reset the connection, or lied: sticky, as the kernel's reset. */
 bool zp_peer_reset(struct zsock *z)
 {
-	if (atomic_load_explicit(&z->reset_seen, memory_order_acquire))
+	if (atomic_load_explicit(&z->o->reset_seen, memory_order_acquire))
 		return true;
 	if (!zp_trusted(z) || !atomic_load_explicit(&z->sh->reset[1 - z->side], memory_order_acquire))
 		return false;
 	/* the state it met, now: a shutdown of ours after it changes nothing */
 	int e = !zp_wr_shut(z) && zp_peer_fin_first(z) ? EPIPE : ECONNRESET, zero = 0;
-	atomic_compare_exchange_strong(&z->reset_err, &zero, e);
-	atomic_store(&z->reset_seen, true);
+	atomic_compare_exchange_strong(&z->o->reset_err, &zero, e);
+	atomic_store(&z->o->reset_seen, true);
 	return true;
 }
 
 /* The peer's switch, read once: its kbytes, or ZP_UNLATCHED before it. */
 uint64_t zp_rx_switch(struct zsock *z)
 {
-	uint64_t kb = atomic_load_explicit(&z->rx_kb, memory_order_acquire);
+	uint64_t kb = atomic_load_explicit(&z->o->rx_kb, memory_order_acquire);
 	if (kb != ZP_UNLATCHED || !zp_trusted(z) ||
 	    !atomic_load_explicit(&z->rx->state, memory_order_acquire))
 		return kb;
 	uint64_t k = atomic_load_explicit(&z->rx->kbytes, memory_order_relaxed);
 	if (k == ZP_UNLATCHED)
 		k--; /* more than any stream carries: the lie shows at its end */
-	if (atomic_compare_exchange_strong(&z->rx_kb, &kb, k))
+	if (atomic_compare_exchange_strong(&z->o->rx_kb, &kb, k))
 		kb = k;
-	if (kb < z->rx_k)
+	if (kb < z->o->rx_k)
 		zp_lie(z, "it had sent more on the kernel stream than it says");
 	return kb;
 }
@@ -160,7 +160,7 @@ uint64_t zp_rx_switch(struct zsock *z)
  * its kbytes, its wake-ups up to kresume, then data again. Ours follow. */
 bool zp_rx_back(struct zsock *z)
 {
-	if (atomic_load_explicit(&z->rx_kr, memory_order_acquire) != ZP_UNLATCHED)
+	if (atomic_load_explicit(&z->o->rx_kr, memory_order_acquire) != ZP_UNLATCHED)
 		return true;
 	uint64_t kb = zp_rx_switch(z);
 	if (kb == ZP_UNLATCHED ||
@@ -174,18 +174,18 @@ bool zp_rx_back(struct zsock *z)
 		return false;
 	}
 	uint64_t none = ZP_UNLATCHED;
-	atomic_compare_exchange_strong(&z->rx_bt, &none, bt);
+	atomic_compare_exchange_strong(&z->o->rx_bt, &none, bt);
 	none = ZP_UNLATCHED;
-	atomic_compare_exchange_strong(&z->rx_kr, &none, kr);
-	atomic_store(&z->peer_back, true);
+	atomic_compare_exchange_strong(&z->o->rx_kr, &none, kr);
+	atomic_store(&z->o->peer_back, true);
 	return true;
 }
 
 /* Its wake-ups on the kernel stream before its data resumes, still to come */
 uint64_t zp_wakes_due(struct zsock *z)
 {
-	uint64_t kb = atomic_load(&z->rx_kb), kr = atomic_load(&z->rx_kr);
-	uint64_t w = atomic_load(&z->rx_w);
+	uint64_t kb = atomic_load(&z->o->rx_kb), kr = atomic_load(&z->o->rx_kr);
+	uint64_t w = atomic_load(&z->o->rx_w);
 	return kr - kb > w ? kr - kb - w : 0;
 }
 
@@ -198,7 +198,7 @@ void zp_skip_wakes(struct zsock *z)
 		ssize_t r = zp_real.recv(z->fd, b, due < sizeof(b) ? due : sizeof(b), MSG_DONTWAIT);
 		if (r <= 0)
 			return;
-		atomic_fetch_add(&z->rx_w, (uint64_t)r);
+		atomic_fetch_add(&z->o->rx_w, (uint64_t)r);
 	}
 }
 
@@ -214,12 +214,12 @@ bool zp_rx_left(struct zsock *z, uint64_t *left)
 		*left = UINT64_MAX;
 		return true;
 	}
-	uint64_t k = atomic_load_explicit(&z->rx_k, memory_order_relaxed);
+	uint64_t k = atomic_load_explicit(&z->o->rx_k, memory_order_relaxed);
 	*left = kb > k ? kb - k : 0;
 	if (*left > 0)
 		return true;
 	if (!zp_rx_back(z) ||
-	    atomic_load_explicit(&z->rx->head, memory_order_relaxed) != atomic_load(&z->rx_bt))
+	    atomic_load_explicit(&z->rx->head, memory_order_relaxed) != atomic_load(&z->o->rx_bt))
 		return false;
 	zp_skip_wakes(z);
 	if (zp_wakes_due(z))
@@ -232,14 +232,14 @@ bool zp_rx_left(struct zsock *z, uint64_t *left)
 /* The peer's end of stream (closed), read once with the tail it ended at. */
 bool zp_peer_closed(struct zsock *z)
 {
-	if (atomic_load_explicit(&z->closed_seen, memory_order_acquire))
+	if (atomic_load_explicit(&z->o->closed_seen, memory_order_acquire))
 		return true;
 	if (!zp_trusted(z) || !atomic_load_explicit(&z->rx->closed, memory_order_acquire))
 		return false;
 	uint64_t none = ZP_UNLATCHED;
-	atomic_compare_exchange_strong(&z->closed_tail, &none,
+	atomic_compare_exchange_strong(&z->o->closed_tail, &none,
 				       atomic_load_explicit(&z->rx->tail, memory_order_acquire));
-	atomic_store_explicit(&z->closed_seen, true, memory_order_release);
+	atomic_store_explicit(&z->o->closed_seen, true, memory_order_release);
 	return true;
 }
 
@@ -264,12 +264,12 @@ int64_t zp_rx_avail(struct zsock *z)
 		zp_lie(z, "its ring's tail");
 		return -1;
 	}
-	if (atomic_load_explicit(&z->closed_seen, memory_order_acquire) &&
-	    t != atomic_load_explicit(&z->closed_tail, memory_order_relaxed)) {
+	if (atomic_load_explicit(&z->o->closed_seen, memory_order_acquire) &&
+	    t != atomic_load_explicit(&z->o->closed_tail, memory_order_relaxed)) {
 		zp_lie(z, "bytes after its end of stream");
 		return -1;
 	}
-	uint64_t bt = atomic_load_explicit(&z->rx_bt, memory_order_acquire);
+	uint64_t bt = atomic_load_explicit(&z->o->rx_bt, memory_order_acquire);
 	if (bt != ZP_UNLATCHED && t != bt) {
 		zp_lie(z, "bytes in its ring after its way back");
 		return -1;

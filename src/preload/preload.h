@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <sys/epoll.h>
 #include <sys/select.h>
+#include <sys/single_threaded.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/uio.h>
@@ -106,7 +107,8 @@ struct zp_shared {
 				     * sends may move to the ring */
 	_Atomic uint32_t gone[2];   /* the side's last copy closed */
 	_Atomic uint32_t reset[2];  /* ... with bytes unread: the peer gets ECONNRESET */
-	_Atomic int32_t refs[2];    /* processes holding the side */
+	_Atomic int32_t unused[2];  /* (was each side's count of its processes:
+				     * now its own, struct zp_own) */
 	_Atomic uint32_t urg_reset[2]; /* TCP: the length of the urgent send (its
 					* last byte the urgent one) whose byte met the peer's
 					* reset (zp_peer_refuses_data): the peer's
@@ -124,17 +126,31 @@ struct zp_family {
 
 /* ---- a zipline socket in this process --------------------------------- */
 
-struct zsock {
-	pthread_mutex_t lock;     /* switching, closing; not the data path */
-	int refs;                 /* fds of this process that name it (dup) */
-	int side;                 /* 0 client, 1 server */
-	int fd;                   /* one fd naming it, for wake-ups */
-	struct zp_shared *sh;
-	size_t map_len;
-	uint8_t *ring[2];
-	struct zp_dir *tx, *rx;
-	uint8_t *txr, *rxr;
-	uint32_t size;
+/* ---- one side's own state: every process that holds it shares it -------- */
+
+/*
+ * A socket is one object in the kernel however many processes hold it
+ * (fork, exec): an error it told once, where its streams stand, its flags
+ * and options are the same for every holder. The preload keeps them here,
+ * in a page of a memfd of the side's own, which fork inherits and exec is
+ * given (ZL_PRELOAD_FDS), and which never goes to the peer: nothing in it
+ * is the peer's word. Its locks make each read and each ring write one
+ * step against every other holder's, as the kernel's socket lock does;
+ * they are taken only when another thread or process may call too
+ * (zp_shared_use), and held only while a call copies, never while it
+ * sleeps. A holder that dies holding one leaves it to the next (robust).
+ */
+#define ZP_OWN_MAGIC 0x4e574f5au /* "ZOWN" */
+struct zp_own {
+	uint32_t magic;
+	_Atomic int32_t procs;    /* processes holding the side: +1 at a fork,
+				   * -1 at a process's last close */
+	pthread_mutex_t rx_lock;  /* reads (the ring's head, the kernel stream's
+				   * data and wake-ups) */
+	_Atomic int32_t sleepers; /* threads of every holder asleep on it (zp_arm):
+				   * with more than one the wake-up bytes stay
+				   * for them (ZP_CROWDED); a holder killed asleep
+				   * leaves them at 1 ms looks, never stuck */
 	_Atomic uint64_t rx_k;    /* kernel bytes consumed (receiving) */
 	_Atomic uint64_t tx_k;    /* kernel bytes sent (before our switch; written
 				   * under lock, read by exec and the switch) */
@@ -142,7 +158,6 @@ struct zsock {
 	_Atomic bool peer_eof;    /* the kernel stream ended */
 	_Atomic bool nonblock;    /* O_NONBLOCK of the file */
 	bool wr_shut, rd_shut;
-	bool is_unix;             /* AF_UNIX: HUP as soon as the peer is gone */
 	bool reset_told;          /* ECONNRESET is reported once, then EOF */
 	bool gone_sent;           /* TCP: we sent to a closed peer (its kernel
 				   * would reset us: EPIPE from then on) */
@@ -167,17 +182,43 @@ struct zsock {
 	_Atomic uint64_t rx_w;    /* wake-up bytes of its kernel stream consumed */
 	_Atomic int wake_inflight; /* our wake-ups being sent (tx.c) */
 	pthread_mutex_t tx_lock;  /* ring writes against each other and the way
-				   * back, when the process has threads */
+				   * back */
 	int app_nodelay;          /* TCP_NODELAY as the program set it (the kernel
 	                           * socket has it on: a wake-up must not wait for
 	                           * Nagle and a delayed ACK, 40 ms) */
+	int64_t rcvtimeo_us, sndtimeo_us; /* 0: none */
+	/* what the peer wrote, as first read (peer.c): never read again */
+	_Atomic uint64_t rx_kb;   /* its kbytes once its state said 1, or
+				   * ZP_UNLATCHED */
+	_Atomic bool reset_seen;  /* its reset, or a lie of its: ECONNRESET */
+	_Atomic int reset_err;    /* the errno it leaves, fixed when first seen
+				   * (zp_reset_err) */
+	_Atomic bool closed_seen; /* its end of stream, after closed_tail bytes */
+	_Atomic uint64_t closed_tail;
+};
+
+struct zsock {
+	pthread_mutex_t lock;     /* switching, closing; not the data path */
+	int refs;                 /* fds of this process that name it (dup) */
+	int side;                 /* 0 client, 1 server */
+	int fd;                   /* one fd naming it, for wake-ups */
+	struct zp_own *o;         /* the side's own state, which every holder
+				   * shares (fork, exec) */
+	int own_fd;               /* its memfd (for exec), close-on-exec; -1
+				   * across hosts, and once closed (bury) */
+	struct zp_shared *sh;
+	size_t map_len;
+	uint8_t *ring[2];
+	struct zp_dir *tx, *rx;
+	uint8_t *txr, *rxr;
+	uint32_t size;
+	bool is_unix;             /* AF_UNIX: HUP as soon as the peer is gone */
 	/* a Unix peer's name (recvfrom's address), asked of the kernel once:
 	 * fixed at connect; 0 until known */
 	_Atomic int peer_name_len;
 	struct sockaddr_storage peer_name;
 	uint32_t sends;           /* a liveness look every 64 sends */
 	int64_t next_look;
-	int64_t rcvtimeo_us, sndtimeo_us; /* 0: none */
 	_Atomic int users;        /* threads asleep with it: freed after them */
 	int64_t dead_at;          /* closed: freed a while after (see bury) */
 	struct zsock *grave_next;
@@ -193,17 +234,25 @@ struct zsock {
 	struct zp_wire *named;    /* the processes the answers name */
 	int nnamed;
 	_Atomic bool joined_seen; /* the server: the client proved us */
-	/* what the peer wrote, as first read (sock.c): never read again */
-	_Atomic uint64_t rx_kb;   /* its kbytes once its state said 1, or
-				   * ZP_UNLATCHED */
-	_Atomic bool reset_seen;  /* its reset, or a lie of its: ECONNRESET */
-	_Atomic int reset_err;    /* the errno it leaves, fixed when first seen
-				   * (zp_reset_err) */
-	_Atomic bool closed_seen; /* its end of stream, after closed_tail bytes */
-	_Atomic uint64_t closed_tail;
 	struct zx *xh;            /* across hosts (xhost.c): the rdma channel; then
 				   * sh is NULL and every call goes to xhost.c */
 };
+
+/* one side's own state (own.c) */
+#define ZP_OWN_LOCK_S 10
+struct zp_own *zp_own_new(int *fd);  /* a memfd's page (*fd), or the process's
+				      * alone (fd NULL); NULL: no memory */
+struct zp_own *zp_own_map(int fd);   /* after exec */
+void zp_own_free(struct zp_own *o, bool shared); /* (its fd is the caller's) */
+int zp_own_lock(pthread_mutex_t *m); /* 0, or -EAGAIN after ZP_OWN_LOCK_S */
+bool zp_own_trylock(pthread_mutex_t *m); /* taken now, or false */
+void zp_own_unlock(pthread_mutex_t *m);
+/* another thread or process of ours may call on the side now */
+static inline bool zp_shared_use(struct zsock *z)
+{
+	return !__libc_single_threaded ||
+	       atomic_load_explicit(&z->o->procs, memory_order_relaxed) > 1;
+}
 
 /* fd table (sock.c) */
 struct zsock *zp_get(int fd);
@@ -242,7 +291,7 @@ int zp_reset_err(struct zsock *z);          /* the peer's reset's errno */
 /* wr_shut, which another thread's shutdown may set (zp_shutdown) */
 static inline bool zp_wr_shut(struct zsock *z)
 {
-	return __atomic_load_n(&z->wr_shut, __ATOMIC_ACQUIRE);
+	return __atomic_load_n(&z->o->wr_shut, __ATOMIC_ACQUIRE);
 }
 bool zp_peer_fin_first(struct zsock *z);    /* its FIN came before its reset */
 bool zp_peer_refuses_data(struct zsock *z); /* a TCP peer shut both ways: our
@@ -330,7 +379,8 @@ void zp_exec_failed(void);      /* undo zp_exec_state */
 void zp_exec_adopt(const char *state);
 
 /* rendezvous (rendezvous.c) */
-struct zsock *zp_map(int mem, uint32_t ring, int side); /* mem -1: reserved */
+struct zsock *zp_map(int mem, uint32_t ring, int side, int own); /* own: the
+								   * side's memfd after exec, -1 a new one */
 void zp_listen_publish(int fd);
 struct zsock *zp_connect_offer(int fd, const struct sockaddr *a, socklen_t len);
 extern __thread bool zp_no_listener; /* zp_connect_offer found no preloaded

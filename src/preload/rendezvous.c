@@ -392,7 +392,7 @@ static void take_hellos(struct rdv *v)
 
 /* Our claims for a message on rendezvous connection c about socket fd. */
 
-struct zsock *zp_map(int mem, uint32_t ring, int side)
+struct zsock *zp_map(int mem, uint32_t ring, int side, int own)
 {
 	size_t len = ZP_HDR + 2 * (size_t)ring;
 	if (!zp_ring_ok(ring) || (side == 1 && zl_memfd_check(mem, len)))
@@ -400,8 +400,13 @@ struct zsock *zp_map(int mem, uint32_t ring, int side)
 	struct zsock *z = calloc(1, sizeof(*z));
 	if (!z)
 		return NULL;
-	z->sh = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, mem, 0);
+	z->own_fd = own;
+	z->o = own >= 0 ? zp_own_map(own) : zp_own_new(&z->own_fd);
+	z->sh = z->o ? mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, mem, 0) : MAP_FAILED;
 	if (z->sh == MAP_FAILED) {
+		zp_own_free(z->o, true);
+		if (own < 0 && z->own_fd >= 0)
+			zp_real.close(z->own_fd);
 		free(z);
 		return NULL;
 	}
@@ -411,11 +416,6 @@ struct zsock *zp_map(int mem, uint32_t ring, int side)
 	z->size = ring;
 	z->hello_fd = -1;
 	z->mem = -1;
-	atomic_init(&z->rx_kb, ZP_UNLATCHED);
-	atomic_init(&z->closed_tail, ZP_UNLATCHED);
-	atomic_init(&z->rx_bt, ZP_UNLATCHED);
-	atomic_init(&z->rx_kr, ZP_UNLATCHED);
-	pthread_mutex_init(&z->tx_lock, NULL);
 	z->trusted = side == 1; /* the server proved its client before mapping */
 	z->ring[0] = (uint8_t *)z->sh + ZP_HDR;
 	z->ring[1] = z->ring[0] + ring;
@@ -436,7 +436,9 @@ static void zsock_discard(struct zsock *z)
 	if (z->hello_fd >= 0)
 		zp_real.close(z->hello_fd);
 	pthread_mutex_destroy(&z->lock);
-	pthread_mutex_destroy(&z->tx_lock);
+	zp_own_free(z->o, true);
+	if (z->own_fd >= 0)
+		zp_real.close(z->own_fd);
 	free(z);
 }
 
@@ -445,7 +447,7 @@ static void zsock_discard(struct zsock *z)
  * NULL if they are not what a client makes, or no answer went out. */
 static struct zsock *join(int fd, int c, int mem, uint32_t ring)
 {
-	struct zsock *z = zp_map(mem, ring, 1);
+	struct zsock *z = zp_map(mem, ring, 1, -1);
 	if (!z) {
 		ZL_LOG_RL(&rl_answer, ZL_LOG_INFO, "preload: accepted fd %d: the client's rings are "
 			  "not a sealed memfd of their size", fd);
@@ -470,7 +472,6 @@ static struct zsock *join(int fd, int c, int mem, uint32_t ring)
 		return NULL;
 	}
 	z->hello_fd = c; /* the client's proof of us needs it open */
-	atomic_store(&z->sh->refs[1], 1);
 	atomic_store_explicit(&z->sh->joined, 1, memory_order_release);
 	return z;
 }
@@ -567,7 +568,7 @@ struct zsock *zp_connect_offer(int fd, const struct sockaddr *a, socklen_t len)
 	}
 	c = high_fd(c);
 	int mem = zl_memfd_sealed("zipline-preload", ZP_HDR + 2 * (size_t)zp_ring);
-	struct zsock *z = mem >= 0 ? zp_map(mem, zp_ring, 0) : NULL;
+	struct zsock *z = mem >= 0 ? zp_map(mem, zp_ring, 0, -1) : NULL;
 	if (z) {
 		z->mem = high_fd(mem);
 		z->hello_fd = c;
@@ -585,7 +586,6 @@ struct zsock *zp_connect_offer(int fd, const struct sockaddr *a, socklen_t len)
 	z->sh->version = ZP_VERSION;
 	z->sh->ring_size = zp_ring;
 	z->sh->hdr_size = ZP_HDR;
-	atomic_store(&z->sh->refs[0], 1);
 	struct zp_wire h = claims(ZP_HELLO_MAGIC, zp_ring, fd, c);
 	if (send_wire(c, &h, z->mem))
 		goto fail;

@@ -65,9 +65,9 @@ int zp_iov_sub(const struct iovec *iov, int n, size_t off, size_t max, struct io
 
 int64_t zp_deadline_of(struct zsock *z, int flags, bool rx)
 {
-	if ((flags & MSG_DONTWAIT) || atomic_load_explicit(&z->nonblock, memory_order_relaxed))
+	if ((flags & MSG_DONTWAIT) || atomic_load_explicit(&z->o->nonblock, memory_order_relaxed))
 		return 0;
-	int64_t t = rx ? z->rcvtimeo_us : z->sndtimeo_us;
+	int64_t t = rx ? z->o->rcvtimeo_us : z->o->sndtimeo_us;
 	return t > 0 ? zl_now_us() + t : ZL_NEVER;
 }
 
@@ -105,7 +105,7 @@ static ssize_t zp_rx_kernel(struct zsock *z, const struct iovec *iov, int n, siz
 	if (zp_rx_switch(z) != ZP_UNLATCHED) { /* max is within its data */
 		ssize_t r = kernel_read(z, iov, n, off, max, flags & MSG_PEEK, cm);
 		if (r > 0 && !(flags & MSG_PEEK))
-			atomic_fetch_add(&z->rx_k, (uint64_t)r);
+			atomic_fetch_add(&z->o->rx_k, (uint64_t)r);
 		return r;
 	}
 	ssize_t r = kernel_read(z, iov, n, off, max, MSG_PEEK, NULL);
@@ -124,7 +124,7 @@ static ssize_t zp_rx_kernel(struct zsock *z, const struct iovec *iov, int n, siz
 		return r;
 	r = kernel_read(z, iov, n, off, (uint64_t)r, 0, cm);
 	if (r > 0)
-		atomic_fetch_add(&z->rx_k, (uint64_t)r);
+		atomic_fetch_add(&z->o->rx_k, (uint64_t)r);
 	return r;
 }
 
@@ -158,7 +158,7 @@ static void peek_on(struct zsock *z, struct msghdr *cm, size_t cap)
 /* The ring ends at h: the peer went back to the kernel stream there. */
 static bool ring_ends(struct zsock *z, uint64_t h)
 {
-	return zp_rx_back(z) && h == atomic_load(&z->rx_bt);
+	return zp_rx_back(z) && h == atomic_load(&z->o->rx_bt);
 }
 
 /*
@@ -182,7 +182,7 @@ static size_t kernel_after_ring(struct zsock *z, const struct iovec *iov, int n,
 	if (cm && r <= 0)
 		cm->msg_controllen = 0;
 	if (r > 0 && !(flags & MSG_PEEK))
-		atomic_fetch_add(&z->rx_k, (uint64_t)r); /* its data read, as zp_rx_kernel counts */
+		atomic_fetch_add(&z->o->rx_k, (uint64_t)r); /* its data read, as zp_rx_kernel counts */
 	return r > 0 ? (size_t)r : 0;
 }
 
@@ -191,6 +191,12 @@ ssize_t zp_recv(struct zsock *z, const struct iovec *iov, int n, int flags)
 	return zp_recvmsg(z, iov, n, NULL, flags);
 }
 
+static ssize_t recv_locked(struct zsock *z, const struct iovec *iov, int n, struct msghdr *cm,
+			   int flags, bool *lk);
+
+/* One read is one step against every other reader of ours, threads and
+ * processes (the side's own rx_lock, preload.h), as under the kernel's
+ * socket lock; it is let go while the read sleeps, as the kernel's is. */
 ssize_t zp_recvmsg(struct zsock *z, const struct iovec *iov, int n, struct msghdr *cm, int flags)
 {
 	if (cm) {
@@ -200,6 +206,24 @@ ssize_t zp_recvmsg(struct zsock *z, const struct iovec *iov, int n, struct msghd
 	}
 	if (z->xh)
 		return zx_recv(z, iov, n, flags);
+	bool lk = zp_shared_use(z);
+	int lr = lk ? zp_own_lock(&z->o->rx_lock) : 0;
+	if (lr) {
+		errno = -lr;
+		return -1;
+	}
+	ssize_t r = recv_locked(z, iov, n, cm, flags, &lk);
+	if (lk) {
+		int e = errno;
+		zp_own_unlock(&z->o->rx_lock);
+		errno = e;
+	}
+	return r;
+}
+
+static ssize_t recv_locked(struct zsock *z, const struct iovec *iov, int n, struct msghdr *cm,
+			   int flags, bool *lk)
+{
 	/* without the caller's header, one of ours: a kernel read that drops
 	 * fds says so (MSG_CTRUNC), and ends a MSG_WAITALL read there as the
 	 * kernel's own read ends (kernel_stops) */
@@ -226,7 +250,7 @@ ssize_t zp_recvmsg(struct zsock *z, const struct iovec *iov, int n, struct msghd
 	if (cm)
 		cm->msg_controllen = 0;
 	/* (after the bytes before it, as the kernel's queue hands them out) */
-	int held = z->kerr_held && zp_rx_avail(z) <= 0 ? zp_take_kerr(z) : 0;
+	int held = z->o->kerr_held && zp_rx_avail(z) <= 0 ? zp_take_kerr(z) : 0;
 	if (held) {
 		errno = held;
 		return -1;
@@ -260,8 +284,8 @@ ssize_t zp_recvmsg(struct zsock *z, const struct iovec *iov, int n, struct msghd
 			if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
 				if (errno == ECONNRESET && zp_peer_reset(z)) {
 					/* the reset we play: told once, then the end */
-					bool told = z->reset_told;
-					z->reset_told = true;
+					bool told = z->o->reset_told;
+					z->o->reset_told = true;
 					if (told)
 						return (ssize_t)got;
 				}
@@ -276,9 +300,9 @@ ssize_t zp_recvmsg(struct zsock *z, const struct iovec *iov, int n, struct msghd
 				 * ring: its reset comes before the end (Linux's
 				 * unix_stream_read_generic: sk_err first), and a
 				 * MSG_WAITALL read that got bytes takes it with them */
-				if (z->is_unix && zp_rx_back(z) && zp_peer_reset(z) && !z->reset_told &&
+				if (z->is_unix && zp_rx_back(z) && zp_peer_reset(z) && !z->o->reset_told &&
 				    (!got || all)) {
-					z->reset_told = true;
+					z->o->reset_told = true;
 					if (!got) {
 						errno = ECONNRESET;
 						return -1;
@@ -287,9 +311,9 @@ ssize_t zp_recvmsg(struct zsock *z, const struct iovec *iov, int n, struct msghd
 				if (kb == ZP_UNLATCHED || zp_rx_back(z))
 					return (ssize_t)got; /* the end, before its switch or
 							      * after its way back */
-				if (atomic_load(&z->rx_k) < kb)
+				if (atomic_load(&z->o->rx_k) < kb)
 					zp_lie(z, "its kernel stream ended before its kbytes");
-				atomic_store(&z->peer_eof, true);
+				atomic_store(&z->o->peer_eof, true);
 			}
 		}
 		if (!zp_rx_left(z, &left)) {
@@ -321,24 +345,30 @@ ssize_t zp_recvmsg(struct zsock *z, const struct iovec *iov, int n, struct msghd
 			/* after the peer's FIN the end of the stream comes first,
 			 * and the error stays (Linux: SOCK_DONE before sk_err) */
 			if (got && all && z->is_unix)
-				z->reset_told = true; /* a Unix MSG_WAITALL read that got
+				z->o->reset_told = true; /* a Unix MSG_WAITALL read that got
 					bytes takes the error with it (Linux's
 					unix_stream_read_generic: sock_error) */
-			if (got || z->reset_told || zp_peer_fin_first(z))
+			if (got || z->o->reset_told || zp_peer_fin_first(z))
 				return (ssize_t)got;
-			z->reset_told = true;
+			z->o->reset_told = true;
 			errno = zp_reset_err(z);
 			return -1;
 		}
 		if (!zp_rx_left(z, &left) && !zp_rx_back(z) &&
-		    (zp_peer_closed(z) || atomic_load(&z->peer_eof))) {
+		    (zp_peer_closed(z) || atomic_load(&z->o->peer_eof))) {
 			if (zp_rx_avail(z) > 0)
 				continue; /* written before the end */
 			return (ssize_t)got;
 		}
-		if ((got && !all) || z->rd_shut) /* shut for reading: what came, then 0 */
+		if ((got && !all) || z->o->rd_shut) /* shut for reading: what came, then 0 */
 			return (ssize_t)got;
+		if (*lk && deadline)
+			zp_own_unlock(&z->o->rx_lock);
 		int r = deadline ? zp_wait_one(z, POLLIN, deadline) : -EAGAIN;
+		if (*lk && deadline && !r && (r = zp_own_lock(&z->o->rx_lock)))
+			*lk = false;
+		else if (*lk && deadline && r)
+			*lk = false; /* (let go above) */
 		if (r) {
 			errno = r == -ETIMEDOUT ? EAGAIN : -r;
 			return got ? (ssize_t)got : -1;
@@ -366,7 +396,7 @@ int zp_fionread(struct zsock *z)
 	/* the ring ends where the peer went back: its kernel bytes follow,
 	 * after its wake-ups (counted, not read: they stay until the reader
 	 * is at the ring's end, see zp_switch_back) */
-	if (zp_rx_back(z) && atomic_load(&z->rx->head) + (uint64_t)a == atomic_load(&z->rx_bt)) {
+	if (zp_rx_back(z) && atomic_load(&z->rx->head) + (uint64_t)a == atomic_load(&z->o->rx_bt)) {
 		uint64_t due = zp_wakes_due(z);
 		if (!zp_real.ioctl(z->fd, FIONREAD, &k) && k > 0 && (uint64_t)k > due)
 			a += k - (int64_t)due;
@@ -382,6 +412,8 @@ bool zp_rx_on_kernel(struct zsock *z)
 	return zp_rx_left(z, &left);
 }
 
+static void drain_locked(struct zsock *z);
+
 void zp_drain(struct zsock *z)
 {
 	if (z->xh)
@@ -389,17 +421,30 @@ void zp_drain(struct zsock *z)
 	uint64_t left;
 	if (zp_rx_left(z, &left))
 		return; /* what is there is data */
-	if (atomic_load(&z->users) > 0)
-		return; /* others of ours sleep on it: the wake-up may be theirs */
+	if (atomic_load(&z->o->sleepers) > 0)
+		return; /* others of ours (threads, holders) sleep on it: the
+			 * wake-up may be theirs */
+	/* a reader of ours (thread or process) is at the kernel stream: the
+	 * wake-ups are its to drop, and what we peek may be gone next */
+	bool lk = zp_shared_use(z);
+	if (lk && !zp_own_trylock(&z->o->rx_lock))
+		return;
+	drain_locked(z);
+	if (lk)
+		zp_own_unlock(&z->o->rx_lock);
+}
+
+static void drain_locked(struct zsock *z)
+{
 	/* peeked first: after the peer's way back (which it may take any
 	 * time) only its wake-ups up to kresume are ours to drop */
 	char buf[256];
 	for (int i = 0; i < 64; i++) {
 		ssize_t r = zp_real.recv(z->fd, buf, sizeof(buf), MSG_DONTWAIT | MSG_PEEK);
-		if (r == 0 && atomic_load(&z->krd_shut))
+		if (r == 0 && atomic_load(&z->o->krd_shut))
 			return; /* our own SHUT_RD's end (zp_kernel_rd_shut), not the peer's */
 		if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-			atomic_store(&z->peer_eof, true);
+			atomic_store(&z->o->peer_eof, true);
 			return;
 		}
 		if (r < 0)
@@ -412,7 +457,7 @@ void zp_drain(struct zsock *z)
 		}
 		ssize_t d = take ? zp_real.recv(z->fd, buf, take, MSG_DONTWAIT) : 0;
 		if (d > 0)
-			atomic_fetch_add(&z->rx_w, (uint64_t)d);
+			atomic_fetch_add(&z->o->rx_w, (uint64_t)d);
 		if (d < (ssize_t)sizeof(buf))
 			return;
 	}

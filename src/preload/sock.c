@@ -24,9 +24,16 @@
  * a poll of the kernel socket for POLLIN, so poll, select and epoll sleep
  * on it too (wait.c).
  *
+ * One socket, many holders. Threads and processes (fork, exec) that hold
+ * one side see one socket, as the kernel's: its state (where each stream
+ * stands, the errors told, O_NONBLOCK, its options) is in the side's own
+ * page (struct zp_own, own.c), and each read and each ring write is one
+ * step under its locks whenever another thread or process may call too.
+ *
  * End of stream: shutdown(SHUT_WR), or the last close in the last process
- * holding the side (refs), sets closed after the final tail; the kernel
- * stream's own end (the process died) is noticed in a drain. Writing to a
+ * holding the side (procs; a process that exits closes its copies), sets
+ * closed after the final tail; the kernel stream's own end (a process
+ * killed) is noticed in a drain. Writing to a
  * side that is gone fails with EPIPE (and SIGPIPE) as on a kernel socket.
  * What the peer writes into the shared memory is checked against what the
  * stream carried, and what decides a direction (its state and kbytes, its
@@ -60,6 +67,7 @@ static _Atomic(struct zsock *) *table;
 static int table_len;
 static _Atomic int table_hi; /* above every fd ever set: scans stop there */
 static pthread_once_t table_once = PTHREAD_ONCE_INIT;
+static pid_t my_pid; /* the table's process (zp_leave): renewed at fork */
 
 static void table_init(void)
 {
@@ -67,6 +75,7 @@ static void table_init(void)
 	rlim_t n = getrlimit(RLIMIT_NOFILE, &rl) ? 1024 : rl.rlim_max;
 	if (n == RLIM_INFINITY || n > MAX_FDS)
 		n = MAX_FDS;
+	my_pid = getpid();
 	table = calloc((size_t)n, sizeof(*table));
 	table_len = table ? (int)n : 0;
 }
@@ -111,20 +120,20 @@ void zp_hold_kerr(struct zsock *z, int err)
 		return;
 	if (err == ECONNRESET && z->sh && zp_peer_reset(z)) {
 		/* the reset we play: the same one, told once (reset_told) */
-		if (z->reset_told)
+		if (z->o->reset_told)
 			return;
 	}
 	int zero = 0;
-	atomic_compare_exchange_strong(&z->kerr_held, &zero, err);
+	atomic_compare_exchange_strong(&z->o->kerr_held, &zero, err);
 }
 
 int zp_take_kerr(struct zsock *z)
 {
-	if (!atomic_load_explicit(&z->kerr_held, memory_order_relaxed))
+	if (!atomic_load_explicit(&z->o->kerr_held, memory_order_relaxed))
 		return 0;
-	int e = atomic_exchange(&z->kerr_held, 0);
+	int e = atomic_exchange(&z->o->kerr_held, 0);
 	if (e == ECONNRESET && z->sh && zp_peer_reset(z))
-		z->reset_told = true; /* (the reset we play) */
+		z->o->reset_told = true; /* (the reset we play) */
 	return e;
 }
 
@@ -135,8 +144,8 @@ int zp_kerr_once(struct zsock *z, int kerr)
 {
 	if ((kerr != ECONNRESET && kerr != EPIPE) || !z->sh || !zp_peer_reset(z))
 		return kerr;
-	bool told = z->reset_told;
-	z->reset_told = true;
+	bool told = z->o->reset_told;
+	z->o->reset_told = true;
 	return told ? 0 : kerr;
 }
 
@@ -146,7 +155,7 @@ int zp_kerr_once(struct zsock *z, int kerr)
 void zp_kernel_failed(struct zsock *z, int err)
 {
 	if (!z->is_unix && (err == ECONNRESET || err == EPIPE) && z->sh && zp_peer_reset(z))
-		z->reset_told = true;
+		z->o->reset_told = true;
 }
 
 /* SO_ERROR of a switched socket (kerr: what the kernel socket says): on
@@ -164,14 +173,14 @@ int zp_so_error(struct zsock *z, int kerr)
 		return zp_kerr_once(z, kerr); /* the kernel socket's is the reset we play */
 	if (kerr || !z->sh)
 		return kerr;
-	if (zp_peer_reset(z) && !z->reset_told) {
-		z->reset_told = true;
+	if (zp_peer_reset(z) && !z->o->reset_told) {
+		z->o->reset_told = true;
 		return zp_reset_err(z);
 	}
 	if ((kerr = zp_take_kerr(z)))
 		return kerr;
-	kerr = z->so_err; /* EPIPE after a send to a closed TCP peer */
-	z->so_err = 0;
+	kerr = z->o->so_err; /* EPIPE after a send to a closed TCP peer */
+	z->o->so_err = 0;
 	return kerr;
 }
 
@@ -201,11 +210,11 @@ void zp_adopt(int fd, struct zsock *z)
 {
 	int on = 1, v = 0;
 	socklen_t l = sizeof(v);
-	z->rcvtimeo_us = kernel_timeo(fd, SO_RCVTIMEO);
-	z->sndtimeo_us = kernel_timeo(fd, SO_SNDTIMEO);
-	z->app_nodelay = -1;
+	z->o->rcvtimeo_us = kernel_timeo(fd, SO_RCVTIMEO);
+	z->o->sndtimeo_us = kernel_timeo(fd, SO_SNDTIMEO);
+	z->o->app_nodelay = -1;
 	if (!z->is_unix && !zp_real.getsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &v, &l)) {
-		z->app_nodelay = v;
+		z->o->app_nodelay = v;
 		zp_real.setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof(on));
 	}
 	zp_set(fd, z);
@@ -230,7 +239,9 @@ static void bury(struct zsock *z, bool locked)
 		zp_real.close(z->mem);
 	if (z->hello_fd >= 0)
 		zp_real.close(z->hello_fd);
-	z->mem = z->hello_fd = -1;
+	if (z->own_fd >= 0)
+		zp_real.close(z->own_fd);
+	z->mem = z->hello_fd = z->own_fd = -1;
 	atomic_store(&z->pending, false);
 	if (!locked)
 		pthread_mutex_unlock(&z->lock);
@@ -267,7 +278,9 @@ static void zsock_free(struct zsock *z)
 	if (z->fam)
 		munmap(z->fam, sizeof(*z->fam));
 	pthread_mutex_destroy(&z->lock);
-	pthread_mutex_destroy(&z->tx_lock);
+	zp_own_free(z->o, true);
+	if (z->own_fd >= 0)
+		zp_real.close(z->own_fd);
 	free(z);
 }
 
@@ -313,7 +326,7 @@ void zp_forget(int fd)
 		return;
 	if (z->xh)
 		zx_closed(z);
-	if (z->sh && atomic_fetch_sub(&z->sh->refs[z->side], 1) == 1) {
+	if (z->sh && atomic_fetch_sub(&z->o->procs, 1) == 1) {
 		/* the last copy of our side: the peer sees the end of the stream,
 		 * or a reset if we leave bytes unread (as TCP sends RST), unless
 		 * the TCP connection is closed already (both FINs crossed: the
@@ -321,7 +334,7 @@ void zp_forget(int fd)
 		 * or a reset closed ours: a closed socket sends nothing) */
 		uint64_t left;
 		bool closed = !z->is_unix && ((zp_wr_shut(z) && zp_peer_wr_shut(z)) ||
-					      zp_peer_reset(z) || z->gone_sent ||
+					      zp_peer_reset(z) || z->o->gone_sent ||
 					      kernel_closed(z->fd));
 		if (!closed && ((zp_rx_left(z, &left) && zp_fionread(z) > 0) || zp_rx_avail(z) != 0 ||
 				(!z->is_unix && zp_linger_abort(z->fd)))) {
@@ -332,7 +345,7 @@ void zp_forget(int fd)
 			flush_kernel(z->fd); /* its unread bytes would make it reset */
 		} else
 			zp_drain(z); /* unread wake-ups would make the kernel reset */
-		if (!z->tx_back) /* (after our way back the kernel's FIN says it) */
+		if (!z->o->tx_back) /* (after our way back the kernel's FIN says it) */
 			atomic_store_explicit(&z->tx->closed, 1, memory_order_release);
 		atomic_store_explicit(&z->sh->gone[z->side], 1, memory_order_release);
 		NOTIFY_RX(z);
@@ -353,7 +366,7 @@ static void fork_count(int d)
 		for (int j = 0; first && j < i; j++) /* once per zsock */
 			first = atomic_load_explicit(&table[j], memory_order_relaxed) != z;
 		if (first && z->sh)
-			atomic_fetch_add(&z->sh->refs[z->side], d);
+			atomic_fetch_add(&z->o->procs, d);
 		if (first && z->xh)
 			zx_fork_count(z, d);
 	}
@@ -361,17 +374,21 @@ static void fork_count(int d)
 
 void zp_fork_prepare(void) { fork_count(1); }
 
-/* A process leaving (_exit, exit): its sockets switched across hosts are
- * closed first, as the kernel would close them. TCP delivers what was
- * written before a process left; an rdma channel dies with its process,
- * and with it what it had posted and not yet seen leave: zx_closed waits
- * for that (bounded) and ends the stream. */
+/* A process leaving (_exit, exit): its switched sockets are closed first,
+ * as the kernel closes them, so that the last holder's leaving ends the
+ * stream on the ring at once (the peer would otherwise learn it from the
+ * kernel stream's end, at its next look). TCP delivers what was written
+ * before a process left; an rdma channel dies with its process, and with
+ * it what it had posted and not yet seen leave: zx_closed waits for that
+ * (bounded) and ends the stream. A vfork child shares our memory and our
+ * parent's sockets stay its: it closes nothing. */
 void zp_leave(void)
 {
+	if (!table || getpid() != my_pid)
+		return;
 	int hi = atomic_load(&table_hi);
-	for (int i = 0; table && i < hi; i++) {
-		struct zsock *z = atomic_load_explicit(&table[i], memory_order_relaxed);
-		if (z && z->xh) {
+	for (int i = 0; i < hi; i++) {
+		if (atomic_load_explicit(&table[i], memory_order_relaxed)) {
 			zp_forget(i);
 			zp_real.close(i);
 		}
@@ -382,13 +399,13 @@ void zp_fork_failed(void) { fork_count(-1); }
 
 void zp_atfork_child(void)
 {
+	my_pid = getpid();
 	int hi = atomic_load(&table_hi);
 	for (int i = 0; table && i < hi; i++) {
 		struct zsock *z = atomic_load_explicit(&table[i], memory_order_relaxed);
-		if (z) {
+		if (z) /* (its own locks are the side's: a holder in the parent
+			* holds them for both) */
 			pthread_mutex_init(&z->lock, NULL);
-			pthread_mutex_init(&z->tx_lock, NULL);
-		}
 		if (z && z->fd == i)
 			zp_name_child(z, i); /* offered, not joined yet: we hold it too */
 		if (z && z->xh)
@@ -424,7 +441,7 @@ static void switch_tx_once(struct zsock *z)
 	if (zp_wr_shut(z))
 		return; /* the kernel stream carries our end */
 	if (atomic_load_explicit(&z->tx->state, memory_order_acquire))
-		atomic_store_explicit(&z->tx_ring, true, memory_order_release);
+		atomic_store_explicit(&z->o->tx_ring, true, memory_order_release);
 	else
 		zp_switch_tx(z);
 }
@@ -465,8 +482,8 @@ static void client_poll(struct zsock *z)
  * server, or, on the server, the client's word that it proved us. */
 void zp_poll_join(struct zsock *z)
 {
-	if (atomic_load_explicit(&z->tx_ring, memory_order_acquire)) {
-		if (atomic_load_explicit(&z->peer_back, memory_order_relaxed)) {
+	if (atomic_load_explicit(&z->o->tx_ring, memory_order_acquire)) {
+		if (atomic_load_explicit(&z->o->peer_back, memory_order_relaxed)) {
 			pthread_mutex_lock(&z->lock); /* the peer went back: we follow */
 			zp_switch_back(z);
 			pthread_mutex_unlock(&z->lock);
@@ -506,8 +523,8 @@ void zp_poll_join(struct zsock *z)
  * readable (and, on TCP after our FIN, reset by them). */
 void zp_kernel_rd_shut(struct zsock *z)
 {
-	if (z->rd_shut && !atomic_load(&z->krd_shut) && z->tx_back && zp_rx_back(z)) {
-		atomic_store(&z->krd_shut, true);
+	if (z->o->rd_shut && !atomic_load(&z->o->krd_shut) && z->o->tx_back && zp_rx_back(z)) {
+		atomic_store(&z->o->krd_shut, true);
 		zp_real.shutdown(z->fd, SHUT_RD);
 		if (z->rx)
 			atomic_store_explicit(&z->rx->krd_shut, 1, memory_order_release);
@@ -516,12 +533,12 @@ void zp_kernel_rd_shut(struct zsock *z)
 
 void zp_back_done(struct zsock *z)
 {
-	if (!z->tx_back || atomic_load(&z->back_done))
+	if (!z->o->tx_back || atomic_load(&z->o->back_done))
 		return;
 	/* a reset we play for the kernel (the peer's, or ours after sending to
 	 * a closed peer) stays ours to report: the kernel socket knows nothing
 	 * of it */
-	if (z->gone_sent || z->so_err || z->kerr_held || (z->sh && zp_peer_reset(z)))
+	if (z->o->gone_sent || z->o->so_err || z->o->kerr_held || (z->sh && zp_peer_reset(z)))
 		return;
 	/* the peer's SHUT_RD that its kernel socket does not know yet (its
 	 * sends were still on the ring then): our sends keep looking at it;
@@ -535,8 +552,8 @@ void zp_back_done(struct zsock *z)
 		     atomic_load_explicit(&z->tx->back_tail, memory_order_acquire)))
 		return;
 	pthread_mutex_lock(&z->lock);
-	if (!atomic_load(&z->back_done) && z->refs > 0) {
-		atomic_store(&z->back_done, true);
+	if (!atomic_load(&z->o->back_done) && z->refs > 0) {
+		atomic_store(&z->o->back_done, true);
 		ZL_LOG(ZL_LOG_DEBUG, "preload: fd %d: back on the kernel stream both ways", z->fd);
 		zp_kernel_rd_shut(z);
 		unswitch(z);
@@ -563,31 +580,31 @@ short zp_ready(struct zsock *z, short events)
 	short r = 0;
 	uint64_t left;
 	zp_poll_join(z);
-	bool end = zp_peer_closed(z) || atomic_load(&z->peer_eof);
+	bool end = zp_peer_closed(z) || atomic_load(&z->o->peer_eof);
 	if (!zp_rx_left(z, &left) && (zp_rx_avail(z) != 0 || end))
 		r |= POLLIN | (end ? POLLRDHUP : 0);
-	if (z->rd_shut || (atomic_load(&z->peer_eof) && zp_rx_back(z)))
+	if (z->o->rd_shut || (atomic_load(&z->o->peer_eof) && zp_rx_back(z)))
 		r |= POLLIN | POLLRDHUP; /* (the end of the peer's stream after its way
 					  * back: kernel_events asks the kernel no
 					  * more for it) */
-	bool wr_shut = __atomic_load_n(&z->wr_shut, __ATOMIC_ACQUIRE); /* (another thread's) */
-	if ((end || z->rd_shut) &&
+	bool wr_shut = __atomic_load_n(&z->o->wr_shut, __ATOMIC_ACQUIRE); /* (another thread's) */
+	if ((end || z->o->rd_shut) &&
 	    (wr_shut || (z->is_unix && (zp_peer_gone(z) || zp_peer_rd_shut(z)))))
 		r |= POLLHUP; /* both ways shut, as the kernel says */
 	if (wr_shut && !z->is_unix)
 		r |= POLLOUT; /* (TCP: a send fails at once; a Unix socket waits for room) */
-	if (z->gone_sent) /* TCP: the peer's kernel reset us: closed both ways */
-		r |= POLLIN | POLLRDHUP | POLLOUT | POLLHUP | (z->so_err ? POLLERR : 0);
+	if (z->o->gone_sent) /* TCP: the peer's kernel reset us: closed both ways */
+		r |= POLLIN | POLLRDHUP | POLLOUT | POLLHUP | (z->o->so_err ? POLLERR : 0);
 	if (zp_peer_reset(z)) /* (or a lie): closed both ways, the error until read */
-		r |= POLLIN | POLLRDHUP | POLLOUT | POLLHUP | (z->reset_told ? 0 : POLLERR) |
+		r |= POLLIN | POLLRDHUP | POLLOUT | POLLHUP | (z->o->reset_told ? 0 : POLLERR) |
 		     (zp_peer_urg_reset(z) ? POLLPRI : 0);
-	else if (atomic_load_explicit(&z->tx_ring, memory_order_acquire)) {
+	else if (atomic_load_explicit(&z->o->tx_ring, memory_order_acquire)) {
 		if (zp_peer_gone(z) || zp_peer_rd_shut(z))
 			r |= POLLOUT; /* (a send fails at once) */
 		else if (zp_tx_free(z) != 0)
 			r |= POLLOUT;
 	}
-	if (z->kerr_held)
+	if (z->o->kerr_held)
 		r |= POLLERR;
 	return (short)(r & (events | POLLERR | POLLHUP));
 }
@@ -597,13 +614,14 @@ int zp_arm(struct zsock *z, short events, short *armed)
 	if (z->xh)
 		return zx_arm(z, events, armed);
 	*armed = 0;
-	int crowded = atomic_fetch_add(&z->users, 1) ? ZP_CROWDED : 0;
+	atomic_fetch_add(&z->users, 1);
+	int crowded = atomic_fetch_add(&z->o->sleepers, 1) ? ZP_CROWDED : 0;
 	if (events & POLLIN) {
 		atomic_store_explicit(&z->rx->rx_kick, 0, memory_order_relaxed);
 		atomic_fetch_add_explicit(&z->rx->rx_sleeping, 1, memory_order_relaxed);
 		*armed |= POLLIN;
 	}
-	if ((events & POLLOUT) && atomic_load_explicit(&z->tx_ring, memory_order_acquire)) {
+	if ((events & POLLOUT) && atomic_load_explicit(&z->o->tx_ring, memory_order_acquire)) {
 		atomic_store_explicit(&z->tx->tx_kick, 0, memory_order_relaxed);
 		atomic_fetch_add_explicit(&z->tx->tx_sleeping, 1, memory_order_relaxed);
 		*armed |= POLLOUT;
@@ -623,6 +641,7 @@ void zp_disarm(struct zsock *z, short armed)
 		atomic_fetch_sub_explicit(&z->rx->rx_sleeping, 1, memory_order_relaxed);
 	if (armed & POLLOUT)
 		atomic_fetch_sub_explicit(&z->tx->tx_sleeping, 1, memory_order_relaxed);
+	atomic_fetch_sub(&z->o->sleepers, 1);
 	atomic_fetch_sub(&z->users, 1);
 }
 
@@ -670,14 +689,19 @@ char *zp_exec_state(bool keep)
 				continue;
 			nundo++;
 		} else {
-			if (z->mem < 0 || zp_real.fcntl(z->mem, F_SETFD, 0))
+			/* the rings' memfd and the side's own (every stream position,
+			 * flag and option is there: the new image is one more holder
+			 * of the same socket) */
+			if (z->mem < 0 || z->own_fd < 0 || zp_real.fcntl(z->mem, F_SETFD, 0))
 				continue;
-			undo[nundo++].mem = z->mem;
-			n = snprintf(e, sizeof(e), "%d:%d:%d:%u:%llu:%llu:%d:%d:%llu:%d;", fd, z->mem,
-				     z->side, z->size, (unsigned long long)atomic_load(&z->rx_k),
-				     (unsigned long long)atomic_load(&z->tx_k), (int)atomic_load(&z->tx_ring),
-				     (int)zp_wr_shut(z), (unsigned long long)atomic_load(&z->rx_w),
-				     (int)z->tx_back);
+			undo[nundo].mem = z->mem;
+			if (zp_real.fcntl(z->own_fd, F_SETFD, 0)) {
+				zp_real.fcntl(z->mem, F_SETFD, FD_CLOEXEC);
+				continue;
+			}
+			undo[nundo++].side = z->own_fd;
+			n = snprintf(e, sizeof(e), "%d:%d:%d:%d:%u;", fd, z->mem, z->own_fd, z->side,
+				     z->size);
 		}
 		if (!s && !(s = malloc(cap)))
 			return NULL;
@@ -712,6 +736,8 @@ void zp_exec_failed(void)
 
 void zp_exec_adopt(const char *st)
 {
+	struct { int mem, own; struct zsock *z; } seen[64]; /* fds that named one socket */
+	int nseen = 0;
 	while (st && *st) {
 		if (*st == 'X') { /* across hosts (xhost.c) */
 			zx_exec_adopt(st + 1);
@@ -719,15 +745,21 @@ void zp_exec_adopt(const char *st)
 			st = st ? st + 1 : NULL;
 			continue;
 		}
-		int fd, mem, side, tx_ring, wr_shut, tx_back;
+		int fd, mem, own, side;
 		unsigned ring;
-		unsigned long long rx_k, tx_k, rx_w;
-		if (sscanf(st, "%d:%d:%d:%u:%llu:%llu:%d:%d:%llu:%d;", &fd, &mem, &side, &ring, &rx_k,
-			   &tx_k, &tx_ring, &wr_shut, &rx_w, &tx_back) != 10)
+		if (sscanf(st, "%d:%d:%d:%d:%u;", &fd, &mem, &own, &side, &ring) != 5)
 			break;
 		st = strchr(st, ';');
 		st = st ? st + 1 : NULL;
-		struct zsock *z = side == 0 || side == 1 ? zp_map(mem, ring, side) : NULL;
+		struct zsock *z = NULL;
+		for (int i = 0; i < nseen && !z; i++)
+			if (seen[i].mem == mem)
+				z = seen[i].z;
+		if (z) { /* a dup of one before it */
+			zp_set(fd, z);
+			continue;
+		}
+		z = side == 0 || side == 1 ? zp_map(mem, ring, side, own) : NULL;
 		if (!z) {
 			ZL_LOG(ZL_LOG_ERROR, "preload: cannot adopt switched fd %d after exec", fd);
 			continue;
@@ -737,15 +769,19 @@ void zp_exec_adopt(const char *st)
 		socklen_t dl = sizeof(dom);
 		z->is_unix = !zp_real.getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &dom, &dl) && dom == AF_UNIX;
 		z->mem = zp_real.fcntl(mem, F_DUPFD_CLOEXEC, 512);
-		zp_real.close(mem);
-		z->rx_k = rx_k;
-		z->tx_k = tx_k;
+		z->own_fd = zp_real.fcntl(own, F_DUPFD_CLOEXEC, 512);
 		atomic_store(&z->trusted, true); /* a client passes only once proven */
-		atomic_store(&z->rx_w, rx_w);
-		z->tx_back = tx_back != 0;
-		atomic_store(&z->tx_ring, tx_ring != 0);
-		z->wr_shut = wr_shut != 0;
-		atomic_store(&z->nonblock, (zp_real.fcntl(fd, F_GETFL) & O_NONBLOCK) != 0);
-		zp_adopt(fd, z); /* the program's TCP_NODELAY is lost across exec */
+		zp_set(fd, z); /* (its options are in its own state, and on its kernel
+				* socket since its switch) */
+		if (nseen < 64) {
+			seen[nseen++] = (typeof(seen[0])){ mem, own, z };
+		} else {
+			zp_real.close(mem);
+			zp_real.close(own);
+		}
+	}
+	for (int i = 0; i < nseen; i++) { /* inherited; dups of them kept */
+		zp_real.close(seen[i].mem);
+		zp_real.close(seen[i].own);
 	}
 }

@@ -79,8 +79,8 @@ static ssize_t from_socket(struct zsock *z, int out, size_t len, unsigned flags)
 	 * goes past; the real socket's O_NONBLOCK is the program's). */
 	uint64_t left;
 	zp_poll_join(z); /* (our sends follow the peer's way back first) */
-	if (!z->xh && z->tx_back && !zp_peer_reset(z) && !z->gone_sent &&
-	    (!z->rd_shut || atomic_load(&z->krd_shut)) && zp_rx_back(z) && zp_rx_left(z, &left) &&
+	if (!z->xh && z->o->tx_back && !zp_peer_reset(z) && !z->o->gone_sent &&
+	    (!z->o->rd_shut || atomic_load(&z->o->krd_shut)) && zp_rx_back(z) && zp_rx_left(z, &left) &&
 	    left == UINT64_MAX) {
 		int held = zp_take_kerr(z);
 		if (held) {
@@ -96,7 +96,7 @@ static ssize_t from_socket(struct zsock *z, int out, size_t len, unsigned flags)
 	if (!z->xh && !z->is_unix && zp_rx_left(z, &left) &&
 	    !zp_real.ioctl(z->fd, SIOCATMARK, &mark) && mark)
 		return 0;
-	bool nb = (flags & SPLICE_F_NONBLOCK) || atomic_load(&z->nonblock);
+	bool nb = (flags & SPLICE_F_NONBLOCK) || atomic_load(&z->o->nonblock);
 	struct iovec v = { bounce, len < CHUNK ? len : CHUNK };
 	ssize_t n = zp_recv(z, &v, 1, MSG_PEEK | (nb ? MSG_DONTWAIT : 0));
 	if (n <= 0)
@@ -128,11 +128,11 @@ static ssize_t from_socket(struct zsock *z, int out, size_t len, unsigned flags)
 static ssize_t kernel_call(struct zsock *z, int in, off_t *off, size_t len, unsigned flags,
 			   bool sendfile_call, bool *moved)
 {
-	bool nb = (flags & SPLICE_F_NONBLOCK) || atomic_load(&z->nonblock);
-	int64_t end = deadline(z->sndtimeo_us);
+	bool nb = (flags & SPLICE_F_NONBLOCK) || atomic_load(&z->o->nonblock);
+	int64_t end = deadline(z->o->sndtimeo_us);
 	for (;;) {
 		pthread_mutex_lock(&z->lock);
-		if (atomic_load(&z->tx_ring)) {
+		if (atomic_load(&z->o->tx_ring)) {
 			pthread_mutex_unlock(&z->lock);
 			*moved = true;
 			return 0;
@@ -142,7 +142,7 @@ static ssize_t kernel_call(struct zsock *z, int in, off_t *off, size_t len, unsi
 				    : zp_real.splice(in, NULL, z->fd, NULL, len, flags | SPLICE_F_NONBLOCK);
 		int e = errno;
 		if (r > 0)
-			z->tx_k += (uint64_t)r;
+			z->o->tx_k += (uint64_t)r;
 		else if (r < 0)
 			zp_kernel_failed(z, e);
 		pthread_mutex_unlock(&z->lock);
@@ -170,7 +170,7 @@ static ssize_t kernel_call(struct zsock *z, int in, off_t *off, size_t len, unsi
  * the room to come back). */
 static ssize_t ring_room(struct zsock *z, size_t len, bool nb)
 {
-	int64_t end = deadline(z->sndtimeo_us);
+	int64_t end = deadline(z->o->sndtimeo_us);
 	for (;;) {
 		if (zp_wr_shut(z)) /* another thread's shutdown */
 			return zp_send_shut(z, 0);
@@ -178,7 +178,7 @@ static ssize_t ring_room(struct zsock *z, size_t len, bool nb)
 			return zp_epipe(0);
 		size_t room = zp_tx_room(z);
 		if (room < len && room < CHUNK)
-			atomic_fetch_add_explicit(&z->tx_fulls, 1, memory_order_relaxed);
+			atomic_fetch_add_explicit(&z->o->tx_fulls, 1, memory_order_relaxed);
 		if (room)
 			return room > CHUNK ? CHUNK : (ssize_t)room;
 		int r = nb ? -EAGAIN : zp_wait_one(z, POLLOUT, end);
@@ -216,7 +216,7 @@ static ssize_t into_ring(struct zsock *z, size_t n)
 static ssize_t refused(struct zsock *z, int in, off_t *off, size_t len, unsigned flags,
 		       bool sendfile_call)
 {
-	if (z->gone_sent || !len)
+	if (z->o->gone_sent || !len)
 		return zp_send_dropped(z, len, 0);
 	size_t n = len < CHUNK ? len : CHUNK;
 	ssize_t k;
@@ -242,7 +242,7 @@ static ssize_t to_socket(struct zsock *z, int in, size_t len, unsigned flags)
 	ssize_t r = kernel_call(z, in, NULL, len, flags, false, &moved);
 	if (!moved)
 		return r;
-	ssize_t room = ring_room(z, len, (flags & SPLICE_F_NONBLOCK) || atomic_load(&z->nonblock));
+	ssize_t room = ring_room(z, len, (flags & SPLICE_F_NONBLOCK) || atomic_load(&z->o->nonblock));
 	if (room < 0)
 		return room;
 	size_t n = len < (size_t)room ? len : (size_t)room;
@@ -290,7 +290,7 @@ ssize_t zp_sendfile(int out, int in, off_t *off, size_t count)
 	ssize_t r = kernel_call(zo, in, off, count, 0, true, &moved);
 	if (!moved)
 		return r;
-	ssize_t room = ring_room(zo, count, atomic_load(&zo->nonblock));
+	ssize_t room = ring_room(zo, count, atomic_load(&zo->o->nonblock));
 	if (room < 0)
 		return room;
 	size_t n = count < (size_t)room ? count : (size_t)room;

@@ -25,13 +25,13 @@ static void zp_wake(struct zsock *z)
 	 * is woken by our switch, which our next call makes: its own switch
 	 * told us to). A wake-up in flight holds off our way back (Dekker with
 	 * zp_switch_back), which counts them. */
-	if (!atomic_load_explicit(&z->tx_ring, memory_order_acquire))
+	if (!atomic_load_explicit(&z->o->tx_ring, memory_order_acquire))
 		return;
-	atomic_fetch_add(&z->wake_inflight, 1);
-	if (atomic_load(&z->tx_ring) && zp_real.send(z->fd, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL) == 1)
+	atomic_fetch_add(&z->o->wake_inflight, 1);
+	if (atomic_load(&z->o->tx_ring) && zp_real.send(z->fd, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL) == 1)
 		atomic_fetch_add_explicit(&z->tx->wakes, 1, memory_order_relaxed);
 	/* EAGAIN: wake-ups the peer has not read yet; it will look anyway */
-	atomic_fetch_sub(&z->wake_inflight, 1);
+	atomic_fetch_sub(&z->o->wake_inflight, 1);
 }
 
 /* The peer may sleep on its socket: after our store, wake it if so, once
@@ -44,12 +44,21 @@ void zp_notify(struct zsock *z, _Atomic uint32_t *sleeping, _Atomic uint32_t *ki
 		zp_wake(z);
 }
 
-/* Our sends move to the ring (under z->lock). */
+/* Our sends move to the ring (under z->lock, and the side's tx_lock: a
+ * send of another holder on the kernel stream is counted in tx_k before
+ * kbytes says where the stream ends, or goes to the ring after). */
 void zp_switch_tx(struct zsock *z)
 {
-	atomic_store_explicit(&z->tx->kbytes, atomic_load(&z->tx_k), memory_order_relaxed);
-	atomic_store_explicit(&z->tx->state, 1, memory_order_release);
-	atomic_store_explicit(&z->tx_ring, true, memory_order_release);
+	bool held = !zp_own_lock(&z->o->tx_lock);
+	if (!atomic_load_explicit(&z->tx->state, memory_order_acquire)) { /* (or another
+							 * holder's switch did) */
+		atomic_store_explicit(&z->tx->kbytes, atomic_load(&z->o->tx_k),
+				      memory_order_relaxed);
+		atomic_store_explicit(&z->tx->state, 1, memory_order_release);
+	}
+	atomic_store_explicit(&z->o->tx_ring, true, memory_order_release);
+	if (held)
+		zp_own_unlock(&z->o->tx_lock);
 	NOTIFY_RX(z);
 	NOTIFY_TX(z); /* a wake-up we could not send before (wake) */
 }
@@ -65,11 +74,12 @@ void zp_switch_tx(struct zsock *z)
  */
 void zp_switch_back(struct zsock *z)
 {
-	if (!atomic_load(&z->tx_ring) || z->tx_back)
+	if (!atomic_load(&z->o->tx_ring) || z->o->tx_back)
 		return;
-	pthread_mutex_lock(&z->tx_lock);
-	atomic_store(&z->tx_ring, false);
-	for (int i = 0; atomic_load(&z->wake_inflight) && i < 1000000; i++)
+	bool held = !zp_own_lock(&z->o->tx_lock); /* (else a holder stopped it:
+						      * we go back anyway) */
+	atomic_store(&z->o->tx_ring, false);
+	for (int i = 0; atomic_load(&z->o->wake_inflight) && i < 1000000; i++)
 		zl_cpu_relax(); /* one nonblocking send */
 	/* TCP keeps one urgent mark: a second one arriving while the reader's
 	 * stream stands at the first drops the first byte, else it stays as
@@ -84,15 +94,16 @@ void zp_switch_back(struct zsock *z)
 	atomic_store_explicit(&z->tx->back_tail, atomic_load(&z->tx->tail), memory_order_relaxed);
 	atomic_store_explicit(&z->tx->kresume, kr, memory_order_relaxed);
 	atomic_store_explicit(&z->tx->state, ZP_BACK, memory_order_release);
-	atomic_store(&z->tx_k, kr);
-	z->tx_back = true;
+	atomic_store(&z->o->tx_k, kr);
+	z->o->tx_back = true;
 	/* our ring was closed (SHUT_WR): the kernel stream now ends after our
 	 * wake-ups, as the peer reads it from now on (it needs no wake-up from
 	 * us: we follow its way back, or send nothing) */
 	if (zp_wr_shut(z) && atomic_load(&z->tx->wr_shut)) /* (none after a played reset) */
 		zp_real.shutdown(z->fd, SHUT_WR);
 	zp_kernel_rd_shut(z);
-	pthread_mutex_unlock(&z->tx_lock);
+	if (held)
+		zp_own_unlock(&z->o->tx_lock);
 	ZL_LOG(ZL_LOG_DEBUG, "preload: fd %d: our sends went back to the kernel stream", z->fd);
 }
 
@@ -115,21 +126,21 @@ ssize_t zp_epipe(int flags)
  */
 static ssize_t zp_send_refused(struct zsock *z, size_t total, int flags, bool reset)
 {
-	if (reset && !z->is_unix && !z->reset_told) {
-		z->reset_told = true;
+	if (reset && !z->is_unix && !z->o->reset_told) {
+		z->o->reset_told = true;
 		if (zp_reset_err(z) == EPIPE)
 			return zp_epipe(flags); /* (with SIGPIPE, as Linux's) */
 		errno = ECONNRESET;
 		return -1;
 	}
-	if (z->is_unix || reset || z->gone_sent) {
-		if (z->so_err == EPIPE)
-			z->so_err = 0;
+	if (z->is_unix || reset || z->o->gone_sent) {
+		if (z->o->so_err == EPIPE)
+			z->o->so_err = 0;
 		return zp_epipe(flags);
 	}
 	if (total) { /* the bytes are lost, as in the peer's kernel */
-		z->gone_sent = true;
-		z->so_err = EPIPE;
+		z->o->gone_sent = true;
+		z->o->so_err = EPIPE;
 	}
 	return (ssize_t)total;
 }
@@ -141,15 +152,15 @@ ssize_t zp_send_shut(struct zsock *z, int flags)
 		errno = held;
 		return -1;
 	}
-	if (!z->is_unix && !z->reset_told && zp_peer_reset(z)) {
-		z->reset_told = true; /* the kernel's pending error comes first */
+	if (!z->is_unix && !z->o->reset_told && zp_peer_reset(z)) {
+		z->o->reset_told = true; /* the kernel's pending error comes first */
 		if (zp_reset_err(z) == EPIPE)
 			return zp_epipe(flags); /* (with SIGPIPE, as Linux's) */
 		errno = ECONNRESET;
 		return -1;
 	}
-	if (z->so_err == EPIPE)
-		z->so_err = 0; /* (the pending error this call reports) */
+	if (z->o->so_err == EPIPE)
+		z->o->so_err = 0; /* (the pending error this call reports) */
 	int err = 0;
 	socklen_t l = sizeof(err);
 	if (!z->is_unix && !zp_real.getsockopt(z->fd, SOL_SOCKET, SO_ERROR, &err, &l) &&
@@ -186,7 +197,7 @@ ssize_t zp_sendmsg(struct zsock *z, const struct iovec *iov, int n, const void *
 	if (zp_wr_shut(z) || zp_peer_rd_shut(z)) /* (before a way back for fds) */
 		return zp_send_shut(z, flags);
 	if (total && !zp_peer_reset(z) && zp_peer_refuses_data(z)) { /* (a reset first) */
-		if ((flags & MSG_OOB) && !z->gone_sent)
+		if ((flags & MSG_OOB) && !z->o->gone_sent)
 			atomic_store_explicit(&z->sh->urg_reset[z->side],
 					      total < UINT32_MAX ? (uint32_t)total : UINT32_MAX,
 					      memory_order_release);
@@ -196,9 +207,9 @@ ssize_t zp_sendmsg(struct zsock *z, const struct iovec *iov, int n, const void *
 		zp_poll_join(z);
 		/* a peer that reset or closed answers as on the ring: our kernel
 		 * socket, which carried no data to it, would not know */
-		if (atomic_load(&z->tx_ring) && zp_peer_reset(z))
+		if (atomic_load(&z->o->tx_ring) && zp_peer_reset(z))
 			return zp_send_refused(z, total, flags, true);
-		if (atomic_load(&z->tx_ring) && zp_peer_gone(z))
+		if (atomic_load(&z->o->tx_ring) && zp_peer_gone(z))
 			return zp_send_refused(z, total, flags, false);
 		pthread_mutex_lock(&z->lock);
 		zp_switch_back(z);
@@ -209,8 +220,8 @@ ssize_t zp_sendmsg(struct zsock *z, const struct iovec *iov, int n, const void *
 		zp_poll_join(z);
 		if (zp_peer_rd_shut(z)) /* (also after a wait) */
 			return sent ? (ssize_t)sent : zp_epipe(flags);
-		bool ring = atomic_load_explicit(&z->tx_ring, memory_order_acquire);
-		if (ring || atomic_load(&z->lied)) { /* (on the kernel stream: its rules) */
+		bool ring = atomic_load_explicit(&z->o->tx_ring, memory_order_acquire);
+		if (ring || atomic_load(&z->o->lied)) { /* (on the kernel stream: its rules) */
 			if (zp_peer_reset(z))
 				return sent ? (ssize_t)sent : zp_send_refused(z, total, flags, true);
 			if (ring && zp_peer_gone(z)) {
@@ -220,9 +231,19 @@ ssize_t zp_sendmsg(struct zsock *z, const struct iovec *iov, int n, const void *
 			}
 		}
 		if (!ring) {
-			/* before our switch: the kernel stream, counted exactly */
+			/* before our switch: the kernel stream, counted exactly
+			 * (against another holder's switch: tx_lock) */
 			pthread_mutex_lock(&z->lock);
-			if (atomic_load_explicit(&z->tx_ring, memory_order_relaxed)) {
+			bool mt = zp_shared_use(z);
+			int lr = mt ? zp_own_lock(&z->o->tx_lock) : 0;
+			if (lr) {
+				pthread_mutex_unlock(&z->lock);
+				errno = -lr;
+				return sent ? (ssize_t)sent : -1;
+			}
+			if (atomic_load_explicit(&z->o->tx_ring, memory_order_relaxed)) {
+				if (mt)
+					zp_own_unlock(&z->o->tx_lock);
 				pthread_mutex_unlock(&z->lock);
 				continue;
 			}
@@ -233,7 +254,9 @@ ssize_t zp_sendmsg(struct zsock *z, const struct iovec *iov, int n, const void *
 					    .msg_controllen = sent ? 0 : ctllen };
 			ssize_t r = zp_real.sendmsg(z->fd, &m, flags | MSG_DONTWAIT);
 			if (r > 0)
-				z->tx_k += (uint64_t)r;
+				z->o->tx_k += (uint64_t)r;
+			if (mt)
+				zp_own_unlock(&z->o->tx_lock);
 			pthread_mutex_unlock(&z->lock);
 			if (r > 0) {
 				sent += (size_t)r;
@@ -247,19 +270,22 @@ ssize_t zp_sendmsg(struct zsock *z, const struct iovec *iov, int n, const void *
 				return (ssize_t)sent;
 			}
 		} else {
-			/* threads of ours write one at a time, and not past our way
-			 * back (one thread alone needs no lock) */
-			bool mt = !__libc_single_threaded;
-			if (mt)
-				pthread_mutex_lock(&z->tx_lock);
-			if (!atomic_load_explicit(&z->tx_ring, memory_order_acquire)) {
+			/* threads and processes of ours write one at a time, and
+			 * not past our way back (one thread alone needs no lock) */
+			bool mt = zp_shared_use(z);
+			int lr = mt ? zp_own_lock(&z->o->tx_lock) : 0;
+			if (lr) {
+				errno = -lr;
+				return sent ? (ssize_t)sent : -1;
+			}
+			if (!atomic_load_explicit(&z->o->tx_ring, memory_order_acquire)) {
 				if (mt)
-					pthread_mutex_unlock(&z->tx_lock);
+					zp_own_unlock(&z->o->tx_lock);
 				continue; /* gone back meanwhile */
 			}
-			if (__atomic_load_n(&z->wr_shut, __ATOMIC_ACQUIRE)) { /* another thread's */
+			if (__atomic_load_n(&z->o->wr_shut, __ATOMIC_ACQUIRE)) { /* another thread's */
 				if (mt)
-					pthread_mutex_unlock(&z->tx_lock);
+					zp_own_unlock(&z->o->tx_lock);
 				return sent ? (ssize_t)sent : zp_send_shut(z, flags);
 			}
 			if (!(++z->sends & 63)) { /* notice a peer that died, now and then */
@@ -271,7 +297,7 @@ ssize_t zp_sendmsg(struct zsock *z, const struct iovec *iov, int n, const void *
 			}
 			int64_t room = zp_tx_free(z);
 			if (room >= 0 && (size_t)room < total - sent)
-				atomic_fetch_add_explicit(&z->tx_fulls, 1, memory_order_relaxed);
+				atomic_fetch_add_explicit(&z->o->tx_fulls, 1, memory_order_relaxed);
 			if (room > 0 && sent < total) {
 				size_t c = (size_t)room < total - sent ? (size_t)room : total - sent;
 				uint64_t t = atomic_load_explicit(&z->tx->tail, memory_order_relaxed);
@@ -281,7 +307,7 @@ ssize_t zp_sendmsg(struct zsock *z, const struct iovec *iov, int n, const void *
 				sent += c;
 			}
 			if (mt)
-				pthread_mutex_unlock(&z->tx_lock);
+				zp_own_unlock(&z->o->tx_lock);
 			if (room < 0) /* a lie */
 				return sent ? (ssize_t)sent : zp_send_refused(z, total, flags, true);
 		}
@@ -310,7 +336,7 @@ int zp_shutdown(struct zsock *z, int how)
 		return -1;
 	}
 	int r = z->xh ? zx_shutdown(z, how) : shutdown_now(z, how);
-	atomic_fetch_add_explicit(&z->own_wakes, 1, memory_order_release);
+	atomic_fetch_add_explicit(&z->o->own_wakes, 1, memory_order_release);
 	return r;
 }
 
@@ -322,27 +348,28 @@ static int shutdown_now(struct zsock *z, int how)
 	/* a TCP connection that was reset, or whose both ways ended, is
 	 * closed in the kernel: its shutdown fails with ENOTCONN (after
 	 * taking effect) */
-	bool closed = !z->is_unix && (z->gone_sent || zp_peer_reset(z) ||
+	bool closed = !z->is_unix && (z->o->gone_sent || zp_peer_reset(z) ||
 				      (zp_wr_shut(z) && zp_peer_wr_shut(z)));
 	pthread_mutex_lock(&z->lock);
-	bool ring = atomic_load(&z->tx_ring);
+	bool ring = atomic_load(&z->o->tx_ring);
 	if (how != SHUT_RD && !zp_wr_shut(z)) {
 		/* under tx_lock: a thread of ours writing the ring finishes its
 		 * copy first, and one that comes after sees wr_shut (a byte past
 		 * our end would be a lie to the peer); one waiting for room
 		 * looks again within WAIT_OUT_MS (zp_wait_one) and fails */
-		pthread_mutex_lock(&z->tx_lock);
-		__atomic_store_n(&z->wr_shut, true, __ATOMIC_RELEASE);
+		bool held = !zp_own_lock(&z->o->tx_lock);
+		__atomic_store_n(&z->o->wr_shut, true, __ATOMIC_RELEASE);
 		if (!closed) { /* (a closed TCP socket sends no FIN) */
 			atomic_store_explicit(&z->tx->wr_shut, 1, memory_order_release);
-			if (!z->tx_back) /* (after our way back the kernel's FIN says it) */
+			if (!z->o->tx_back) /* (after our way back the kernel's FIN says it) */
 				atomic_store_explicit(&z->tx->closed, 1, memory_order_release);
 			NOTIFY_RX(z);
 		}
-		pthread_mutex_unlock(&z->tx_lock);
+		if (held)
+			zp_own_unlock(&z->o->tx_lock);
 	}
 	if (how != SHUT_WR) {
-		z->rd_shut = true;
+		z->o->rd_shut = true;
 		zp_kernel_rd_shut(z);
 		/* a Unix peer's sends fail from now on, on its ring as on the
 		 * kernel stream (which stays open: a kernel shutdown would read
@@ -359,7 +386,7 @@ static int shutdown_now(struct zsock *z, int how)
 		errno = ENOTCONN;
 		return -1;
 	}
-	if (!ring && atomic_load(&z->krd_shut)) /* both ways on the kernel stream: */
+	if (!ring && atomic_load(&z->o->krd_shut)) /* both ways on the kernel stream: */
 		return zp_real.shutdown(z->fd, how); /* its state (ENOTCONN) is the kernel's */
 	if (how == SHUT_RD || ring)
 		return zp_real.fcntl(z->fd, F_GETFD) < 0 ? -1 : 0; /* EBADF as the kernel */
@@ -371,7 +398,7 @@ size_t zp_tx_room(struct zsock *z)
 	if (z->xh)
 		return zx_tx_room(z);
 	zp_poll_join(z);
-	if (!atomic_load_explicit(&z->tx_ring, memory_order_acquire))
+	if (!atomic_load_explicit(&z->o->tx_ring, memory_order_acquire))
 		return SIZE_MAX;
 	int64_t r = zp_tx_free(z);
 	return r > 0 ? (size_t)r : 0;

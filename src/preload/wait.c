@@ -43,7 +43,7 @@ static __thread struct klook poll_look;
 
 bool zp_full_for(struct zsock *z, short events)
 {
-	return (events & POLLOUT) && !z->xh && atomic_load(&z->tx_ring) && zp_tx_free(z) == 0;
+	return (events & POLLOUT) && !z->xh && atomic_load(&z->o->tx_ring) && zp_tx_free(z) == 0;
 }
 
 /* Events to ask the kernel for on a switched socket. */
@@ -53,10 +53,10 @@ short zp_kernel_events(struct zsock *z, short want)
 		return POLLIN;
 	/* (after the stream's end, or our own SHUT_RD in the kernel, POLLIN
 	 * would hold for good: a sleep on it would not sleep) */
-	short k = atomic_load(&z->peer_eof) || atomic_load(&z->krd_shut) ? 0 : POLLIN | POLLRDHUP;
-	if (atomic_load(&z->peer_back) && zp_rx_avail(z) > 0)
+	short k = atomic_load(&z->o->peer_eof) || atomic_load(&z->o->krd_shut) ? 0 : POLLIN | POLLRDHUP;
+	if (atomic_load(&z->o->peer_back) && zp_rx_avail(z) > 0)
 		k = 0; /* the ring's last bytes are ready; its wake-ups wait for them (rx.c) */
-	if (!atomic_load_explicit(&z->tx_ring, memory_order_acquire))
+	if (!atomic_load_explicit(&z->o->tx_ring, memory_order_acquire))
 		k |= want & POLLOUT;
 	return (short)(k | (want & POLLPRI)); /* urgent data is the kernel's */
 }
@@ -66,8 +66,8 @@ short zp_kernel_events(struct zsock *z, short want)
  * as one among a crowd does. */
 bool zp_kernel_blind(struct zsock *z)
 {
-	return !z->xh && (atomic_load(&z->peer_eof) || atomic_load(&z->krd_shut) ||
-			  (atomic_load(&z->peer_back) && zp_rx_avail(z) > 0));
+	return !z->xh && (atomic_load(&z->o->peer_eof) || atomic_load(&z->o->krd_shut) ||
+			  (atomic_load(&z->o->peer_back) && zp_rx_avail(z) > 0));
 }
 
 /* A switched socket's events after the kernel reported krev for it;
@@ -87,9 +87,9 @@ short zp_merged(struct zsock *z, short want, short krev, bool *kin)
 	r |= krev & POLLRDHUP; /* the peer's FIN (after its way back, its death) or a
 				* reset: the kernel's, wherever our unread bytes are */
 	*kin = rx_kernel && (krev & POLLIN);
-	if (!atomic_load_explicit(&z->tx_ring, memory_order_acquire))
+	if (!atomic_load_explicit(&z->o->tx_ring, memory_order_acquire))
 		r |= krev & POLLOUT;
-	if ((krev & POLLERR) && z->reset_told && zp_peer_reset(z))
+	if ((krev & POLLERR) && z->o->reset_told && zp_peer_reset(z))
 		krev &= (short)~POLLERR; /* the reset we play, told already (zp_kerr_once) */
 	r |= krev & (POLLERR | POLLHUP | POLLPRI);
 	return (short)(r & (want | POLLERR | POLLHUP));
@@ -105,7 +105,7 @@ short zp_merged(struct zsock *z, short want, short krev, bool *kin)
  */
 bool zp_ring_only(struct zsock *z)
 {
-	return atomic_load_explicit(&z->tx_ring, memory_order_acquire) && !zp_rx_back(z) &&
+	return atomic_load_explicit(&z->o->tx_ring, memory_order_acquire) && !zp_rx_back(z) &&
 	       !zp_rx_on_kernel(z);
 }
 
@@ -296,7 +296,7 @@ static bool one_ready(void *arg)
 
 int zp_wait_one(struct zsock *z, short events, int64_t deadline)
 {
-	if ((events & POLLOUT) && !z->xh && atomic_load(&z->tx_ring) && zp_rx_back(z)) {
+	if ((events & POLLOUT) && !z->xh && atomic_load(&z->o->tx_ring) && zp_rx_back(z)) {
 		pthread_mutex_lock(&z->lock); /* no wake-up comes from a peer gone back */
 		zp_switch_back(z);
 		pthread_mutex_unlock(&z->lock);
@@ -312,7 +312,7 @@ int zp_wait_one(struct zsock *z, short events, int64_t deadline)
 			zp_disarm(z, armed);
 			return 0;
 		}
-		bool eof = atomic_load(&z->peer_eof);
+		bool eof = atomic_load(&z->o->peer_eof);
 		struct pollfd p = { .fd = zp_kfd(z, z->fd), .events = zp_kernel_events(z, events) };
 		int ms = zl_poll_ms(deadline);
 		if (a & ZP_CROWDED) /* another thread's wake-ups stay unread */
@@ -334,7 +334,7 @@ int zp_wait_one(struct zsock *z, short events, int64_t deadline)
 			return -EPIPE; /* our ring is full and the peer's socket is gone */
 		}
 		if (events & POLLOUT) {
-			if (__atomic_load_n(&z->wr_shut, __ATOMIC_ACQUIRE)) {
+			if (__atomic_load_n(&z->o->wr_shut, __ATOMIC_ACQUIRE)) {
 				zp_disarm(z, armed);
 				return 0; /* the send looks again, and fails */
 			}
@@ -349,12 +349,12 @@ int zp_wait_one(struct zsock *z, short events, int64_t deadline)
 		if (r < 0)
 			return errno == EINTR ? -EINTR : -errno;
 		if (r > 0) {
-			if (kin && (p.revents & (POLLRDHUP | POLLHUP)) && !atomic_load(&z->krd_shut))
-				atomic_store(&z->peer_eof, true);
+			if (kin && (p.revents & (POLLRDHUP | POLLHUP)) && !atomic_load(&z->o->krd_shut))
+				atomic_store(&z->o->peer_eof, true);
 			if (p.revents & (POLLIN | POLLRDHUP | POLLHUP | POLLERR))
 				zp_drain(z);
 			if ((events & POLLOUT) && (p.revents & (POLLERR | POLLHUP)) &&
-			    atomic_load_explicit(&z->tx_ring, memory_order_acquire) &&
+			    atomic_load_explicit(&z->o->tx_ring, memory_order_acquire) &&
 			    !zp_ready(z, POLLOUT))
 				return -EPIPE; /* the peer died with our ring full */
 			return 0;

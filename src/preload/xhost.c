@@ -505,8 +505,9 @@ static struct zsock *zx_wrap(int fd, int side, int mem, struct zx_sh *sh)
 {
 	struct zsock *z = calloc(1, sizeof(*z));
 	struct zx *x = calloc(1, sizeof(*x));
-	if (!z || !x)
+	if (!z || !x || !(z->o = zp_own_new(NULL))) /* (x->s is what its holders share) */
 		goto fail;
+	z->own_fd = -1;
 	x->s = sh;
 	x->mem = mem;
 	x->ep = high(epoll_create1(EPOLL_CLOEXEC));
@@ -526,13 +527,14 @@ static struct zsock *zx_wrap(int fd, int side, int mem, struct zx_sh *sh)
 	pthread_mutex_init(&x->tx_lock, NULL);
 	pthread_mutex_init(&x->setup_lock, NULL);
 	pthread_mutex_init(&z->lock, NULL);
-	pthread_mutex_init(&z->tx_lock, NULL);
 	z->xh = x;
 	z->fd = fd;
 	z->hello_fd = -1;
 	z->mem = -1;
 	return z;
 fail:
+	if (z)
+		zp_own_free(z->o, false);
 	free(z);
 	free(x);
 	if (side >= 0)
@@ -1098,7 +1100,7 @@ static void tx_progress(struct zsock *z, bool sending)
 {
 	struct zx *x = z->xh;
 	if (atomic_load_explicit(&x->s->tx_rdma, memory_order_relaxed) || x->s->gate != G_PROVEN ||
-	    z->wr_shut || atomic_load(&x->closed))
+	    z->o->wr_shut || atomic_load(&x->closed))
 		return;
 	/* Only a send of the program's writes our proof (a reader's write
 	 * would meet a peer that closed with a reset, where TCP gives EOF),
@@ -1374,7 +1376,7 @@ static ssize_t rx_once(struct zsock *z, const struct iovec *iov, int n, size_t o
 
 static int64_t deadline_of(struct zsock *z, int flags, int64_t t)
 {
-	if ((flags & MSG_DONTWAIT) || atomic_load_explicit(&z->nonblock, memory_order_relaxed))
+	if ((flags & MSG_DONTWAIT) || atomic_load_explicit(&z->o->nonblock, memory_order_relaxed))
 		return 0;
 	return t > 0 ? zl_now_us() + t : ZL_NEVER;
 }
@@ -1432,7 +1434,7 @@ ssize_t zx_recv(struct zsock *z, const struct iovec *iov, int n, int flags)
 	if (!total)
 		return 0;
 	setup_start(z);
-	int64_t deadline = deadline_of(z, flags, z->rcvtimeo_us), spin_end = -1;
+	int64_t deadline = deadline_of(z, flags, z->o->rcvtimeo_us), spin_end = -1;
 	bool all = (flags & MSG_WAITALL) && !(flags & MSG_PEEK);
 	for (;;) {
 		pthread_mutex_lock(&x->rx_lock);
@@ -1462,7 +1464,7 @@ ssize_t zx_recv(struct zsock *z, const struct iovec *iov, int n, int flags)
 			errno = (int)-r;
 			return -1;
 		}
-		if ((got && !all) || z->rd_shut) /* shut for reading: what came, then 0 */
+		if ((got && !all) || z->o->rd_shut) /* shut for reading: what came, then 0 */
 			return (ssize_t)got;
 		if (!deadline) {
 			errno = EAGAIN;
@@ -1552,10 +1554,10 @@ ssize_t zx_send(struct zsock *z, const struct iovec *iov, int n, int flags)
 {
 	struct zx *x = z->xh;
 	size_t total = iov_total(iov, n), sent = 0;
-	if (z->wr_shut)
+	if (z->o->wr_shut)
 		return zp_epipe(flags);
 	setup_start(z);
-	int64_t deadline = deadline_of(z, flags, z->sndtimeo_us);
+	int64_t deadline = deadline_of(z, flags, z->o->sndtimeo_us);
 	pthread_mutex_lock(&x->tx_lock);
 	int w = first_wait(z, deadline);
 	if (w) {
@@ -1672,15 +1674,15 @@ int zx_shutdown(struct zsock *z, int how)
 		errno = EIO;
 		return -1;
 	}
-	if (how != SHUT_RD && !z->wr_shut) {
-		z->wr_shut = true;
+	if (how != SHUT_RD && !z->o->wr_shut) {
+		z->o->wr_shut = true;
 		if (rdma)
 			if (send_fin(z, 5000000)) /* no room for it: the TCP end says it */
 				zp_real.shutdown(z->fd, SHUT_WR);
 	}
 	pthread_mutex_unlock(&x->tx_lock);
 	if (how != SHUT_WR)
-		z->rd_shut = true;
+		z->o->rd_shut = true;
 	if (how == SHUT_RD || rdma) /* the TCP socket stays open under the channel */
 		return zp_real.fcntl(z->fd, F_GETFD) < 0 ? -1 : 0;
 	return zp_real.shutdown(z->fd, SHUT_WR);
@@ -1729,9 +1731,9 @@ short zx_ready(struct zsock *z, short events)
 			pthread_mutex_unlock(&x->tx_lock);
 		}
 	}
-	if (z->rd_shut)
+	if (z->o->rd_shut)
 		r |= POLLIN | POLLRDHUP;
-	if ((events & POLLOUT) && !z->wr_shut) {
+	if ((events & POLLOUT) && !z->o->wr_shut) {
 		if (atomic_load(&x->s->tx_rdma) && !own(x)) {
 			r |= POLLOUT | POLLERR;
 		} else if (atomic_load(&x->s->tx_rdma)) {
@@ -1764,7 +1766,7 @@ short zx_ready(struct zsock *z, short events)
 		r |= POLLOUT; /* as the kernel: writing fails at once */
 	}
 out_w:
-	if ((x->fin || x->tcp_eof) && z->wr_shut)
+	if ((x->fin || x->tcp_eof) && z->o->wr_shut)
 		r |= POLLHUP;
 	if (!atomic_load(&x->s->rx_rdma)) { /* input on TCP: its error and hang-up */
 		struct pollfd p = { .fd = z->fd, .events = 0 };
@@ -1926,7 +1928,7 @@ void zx_closed(struct zsock *z)
 			 (atomic_load(&x->s->rx_rdma) && ch_ok(x) && next_msg(z) == 1);
 	}
 	atomic_store(&x->closed, true);
-	if (atomic_load(&x->s->tx_rdma) && !z->wr_shut && !unread)
+	if (atomic_load(&x->s->tx_rdma) && !z->o->wr_shut && !unread)
 		if (send_fin(z, 100000)) /* the ring stays full: the TCP end says it */
 			zp_real.shutdown(z->fd, SHUT_WR);
 	if (unread) {
@@ -1986,6 +1988,7 @@ void zx_free(struct zsock *z)
 	free(x);
 	z->xh = NULL;
 	pthread_mutex_destroy(&z->lock);
+	zp_own_free(z->o, false);
 	free(z);
 }
 
@@ -2071,6 +2074,6 @@ void zx_exec_adopt(const char *st)
 	struct zsock *z = zx_wrap(fd, high(side), high(mem), sh);
 	if (!z)
 		return;
-	atomic_store(&z->nonblock, (zp_real.fcntl(fd, F_GETFL) & O_NONBLOCK) != 0);
+	atomic_store(&z->o->nonblock, (zp_real.fcntl(fd, F_GETFL) & O_NONBLOCK) != 0);
 	zp_adopt(fd, z);
 }

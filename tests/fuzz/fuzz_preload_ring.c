@@ -55,7 +55,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			close(mem);
 		return 0;
 	}
-	struct zsock *z = zp_map(mem, RING, side);
+	struct zsock *z = zp_map(mem, RING, side, -1);
 	uint8_t *peer = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, mem, 0);
 	FUZZ_ASSERT(z && peer != MAP_FAILED);
 	if (side == 0) { /* a client that proved its server */
@@ -67,8 +67,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	z->mem = mem;
 	z->fd = sp[0];
 	z->is_unix = hd[1] & 1;
-	atomic_store(&z->nonblock, true);
-	atomic_store(&z->sh->refs[side], 1);
+	atomic_store(&z->o->nonblock, true);
 	zp_set(sp[0], z);
 	uint8_t *peer_ring = peer + ZP_HDR + (size_t)(1 - side) * RING;
 	int peer_fd = sp[1];

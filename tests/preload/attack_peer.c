@@ -57,7 +57,6 @@ static int make_mem(void)
 	h.version = ZP_VERSION;
 	h.ring_size = RING;
 	h.hdr_size = ZP_HDR;
-	atomic_store(&h.refs[0], 1);
 	if (fd < 0 || ftruncate(fd, (off_t)len) || pwrite(fd, &h, sizeof h, 0) != sizeof h ||
 	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL))
 		return -1;

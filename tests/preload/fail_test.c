@@ -1061,7 +1061,6 @@ static int make_mem(enum mem_kind kind, uint32_t ring)
 	h.ring_size = ring;
 	h.hdr_size = kind == M_BADHDR ? 64 : ZP_HDR;
 	atomic_store(&h.joined, kind == M_JOINED);
-	atomic_store(&h.refs[0], 1);
 	int seals = kind == M_NOSHRINK ? F_SEAL_GROW | F_SEAL_SEAL
 					: F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
 	if (ftruncate(fd, (off_t)size) < 0 || pwrite(fd, &h, sizeof h, 0) != (ssize_t)sizeof h ||
