@@ -387,6 +387,14 @@ int zp_fionread(struct zsock *z)
 			k = 0;
 		if ((uint64_t)k > left)
 			k = (int)left;
+		/* all its kernel data is here: its ring's follow (the kernel
+		 * counts every byte queued) */
+		if (left != UINT64_MAX && (uint64_t)k == left) {
+			int64_t a = zp_rx_avail(z);
+			if (a > 0)
+				k = (int64_t)k + a > INT32_MAX ? INT32_MAX : k + (int)a;
+			return k;
+		}
 		if (left != UINT64_MAX || k)
 			return k;
 	}

@@ -1289,6 +1289,35 @@ static int case_eof_after_way_back_polls_in(struct ctx *x)
 /* Urgent data (MSG_OOB): the peer sees POLLPRI and the exceptional
  * condition, the mark between the bytes before and after, and the urgent
  * byte out of band. */
+/* FIONREAD counts every byte queued: those the peer sent before its
+ * switch (still on the kernel stream) and those after (on the ring). */
+static int case_fionread_counts_all(struct ctx *x)
+{
+	char b[3000];
+	memset(b, 'f', sizeof b);
+	int c = socket(x->fam, SOCK_STREAM | SOCK_CLOEXEC, 0), s = -1, rc = 0, n = -1;
+	CHECK(c >= 0, "socket: %s", errname(errno));
+	if (connect(c, (struct sockaddr *)&x->la, x->lalen))
+		rc = failf("connect: %s", errname(errno));
+	if (!rc && send(c, b, 3000, 0) != 3000) /* (before any switch) */
+		rc = failf("send: %s", errname(errno));
+	if (!rc && (s = accept4(x->lfd, NULL, NULL, SOCK_CLOEXEC)) < 0)
+		rc = failf("accept: %s", errname(errno));
+	msleep(50);
+	if (!rc && send(c, b, 1000, 0) != 1000) /* (after it, under the preload) */
+		rc = failf("send: %s", errname(errno));
+	for (double end = now_ms() + IO_WAIT_MS; !rc && now_ms() < end; msleep(2))
+		if (ioctl(s, FIONREAD, &n) || n == 4000)
+			break;
+	if (!rc && n != 4000)
+		rc = failf("FIONREAD %d, want 4000", n);
+	if (c >= 0)
+		close(c);
+	if (s >= 0)
+		close(s);
+	return rc;
+}
+
 static int case_oob(struct ctx *x)
 {
 	if (x->fam == AF_UNIX)
@@ -1449,6 +1478,7 @@ static const struct test tests[] = {
 	{ "unix_reset_after_way_back", case_unix_reset_after_way_back },
 	{ "unix_reset_after_way_back_waitall", case_unix_reset_after_way_back_waitall },
 	{ "eof_after_way_back_polls_in", case_eof_after_way_back_polls_in },
+	{ "fionread_counts_all", case_fionread_counts_all },
 	{ "oob", case_oob },
 	{ "peek_sees_fds_ahead", case_peek_sees_fds_ahead },
 	{ "waitall_stops_at_fds", case_waitall_stops_at_fds },
