@@ -39,6 +39,11 @@ struct reg {
 	uint64_t seen_tail, seen_head; /* EPOLLET: at the last report */
 	uint32_t seen_fulls;           /* ... and the sends that found no room */
 	uint32_t seen_wakes;           /* ... and our own wake-ups (own_wakes) */
+	uint64_t wr_next;              /* ... and (Unix) our first write the peer
+					* had not read past (wr_count) */
+	int seen_outq;                 /* ... and (Unix, our sends on the kernel
+					* stream) its SIOCOUTQ + 1 at the last
+					* look (0: not known) */
 	uint32_t rep_mask;             /* EPOLLET: what the last report said, */
 	uint64_t rep_rcvd;             /* ... and TCP's bytes received then
 					* (tcp_rcvd; UINT64_MAX: not known) */
@@ -283,27 +288,30 @@ static uint64_t tcp_rcvd(int fd)
 	return ti.tcpi_bytes_received;
 }
 
-/* Where the input stands, for edges: the ring's tail, and where the
- * kernel stream is used too (kin: before the peer's switch; or after a
- * way back) the kernel bytes read and queued. */
+/* Where the input stands, for edges: the peer's data bytes that came, on
+ * the ring (its tail) and on the kernel stream (read, or queued: what the
+ * kernel got, less the wake-ups the peer sent), one count whichever path
+ * carries them, so that moving from one to the other is no edge. While
+ * only the ring is used (not kin) the kernel's data were all read. */
 static uint64_t in_mark(struct zsock *z, bool kin)
 {
 	if (z->xh)
 		return zx_rx_mark(z);
-	uint64_t t = atomic_load_explicit(&z->rx->tail, memory_order_relaxed);
+	uint64_t t = atomic_load_explicit(&z->rx->tail, memory_order_relaxed) +
+		     atomic_load_explicit(&z->o->rx_k, memory_order_relaxed);
 	if (!kin && zp_ring_only(z))
 		return t;
+	uint64_t w = zp_trusted(z) ? atomic_load_explicit(&z->rx->wakes, memory_order_relaxed) : 0;
 	/* TCP: every byte that came (bytes after an urgent mark are an edge
-	 * too) */
+	 * too), read or not */
 	uint64_t rc = z->is_unix ? UINT64_MAX : tcp_rcvd(z->fd);
 	if (rc != UINT64_MAX)
-		return t + rc;
+		return t - atomic_load_explicit(&z->o->rx_k, memory_order_relaxed) + rc - w;
 	int q = 0;
 	if (zp_real.ioctl(z->fd, FIONREAD, &q) || q < 0)
 		q = 0;
 	/* every kernel byte is queued, read as data or dropped as a wake-up */
-	return t + atomic_load_explicit(&z->o->rx_k, memory_order_relaxed) +
-	       atomic_load_explicit(&z->o->rx_w, memory_order_relaxed) + (uint64_t)q;
+	return t + atomic_load_explicit(&z->o->rx_w, memory_order_relaxed) + (uint64_t)q - w;
 }
 
 /* Where the output stands, for edges: the bytes the peer took, from the
@@ -321,6 +329,33 @@ static uint64_t out_mark(struct zsock *z)
 	return h + atomic_load_explicit(&z->o->tx_k, memory_order_relaxed) - (uint64_t)q;
 }
 
+/* Unix: the peer read (its ring head h) past the end of one of our writes
+ * since g's last look (the kernel frees that write's buffer, and wakes the writer,
+ * only then; not at a read of part of it). When more writes than the
+ * ones kept came meanwhile, any read is one (a spurious edge, never a
+ * lost one). */
+static bool write_freed(struct reg *g, struct zsock *z, uint64_t h)
+{
+	uint64_t n = atomic_load_explicit(&z->o->wr_count, memory_order_acquire);
+	if (!g->seen_any || g->wr_next > n) {
+		g->wr_next = n;
+		return false;
+	}
+	bool freed = false;
+	for (; g->wr_next < n; g->wr_next++) {
+		uint64_t e = atomic_load_explicit(&z->o->wr_ends[g->wr_next % ZP_WR_ENDS],
+						  memory_order_relaxed);
+		if (e > h)
+			break;
+		freed = true;
+	}
+	if (atomic_load_explicit(&z->o->wr_count, memory_order_acquire) - g->wr_next > ZP_WR_ENDS) {
+		g->wr_next = atomic_load(&z->o->wr_count); /* (overwritten as we looked) */
+		return true; /* (a spurious edge, never a lost one) */
+	}
+	return freed;
+}
+
 /*
  * Report a switched socket's events r for registration g, as EPOLLET and
  * EPOLLONESHOT say; 1 if reported. kin: the input is kernel bytes (sent
@@ -329,12 +364,14 @@ static uint64_t out_mark(struct zsock *z)
  * EPOLLET as the kernel's: an edge is a wake-up of a kind the registration
  * asked for, and it reports every event the socket has then (after the
  * peer's bytes come, IN and OUT). Kinds: input (new bytes, or the end),
- * output (room freed by the peer's reads: on a Unix socket at each read;
+ * output (room freed by the peer's reads: on a Unix socket at each read
+ * that passes the end of one of our writes, write_freed;
  * on TCP only after a send found the buffer full since this registration
  * last reported, as TCP wakes writers only then; each epoll set sees its
  * own edge), a new ERR or HUP, which any registration sees, and our
  * own shutdown (the kernel's wakes the socket's waiters, even when it
- * fails with ENOTCONN).
+ * fails with ENOTCONN), and a Unix peer's shutdown and close (each
+ * wakes ours, whatever the state).
  * After EPOLL_CTL_ADD or MOD the state then is reported, if any.
  */
 static int report(struct reg *g, struct zsock *z, uint32_t r, bool kin, struct epoll_event *out)
@@ -352,9 +389,27 @@ static int report(struct reg *g, struct zsock *z, uint32_t r, bool kin, struct e
 		bool eof = (r & EPOLLRDHUP) != 0;
 		bool in = (r & (EPOLLIN | EPOLLRDHUP)) && (t != g->seen_tail || (eof && !g->seen_eof));
 		uint32_t fulls = atomic_load_explicit(&z->o->tx_fulls, memory_order_relaxed);
-		bool outw = (r & EPOLLOUT) && h != g->seen_head &&
-			    (z->is_unix || z->xh || fulls != g->seen_fulls);
+		/* (once our sends are on the kernel stream, its queue of them
+		 * says, in the memory it charges: it falls when the peer's read
+		 * freed one) */
+		bool freed = false;
+		if (!z->xh && z->is_unix) {
+			int q = -1;
+			if (!atomic_load(&z->o->tx_ring) && zp_real.ioctl(z->fd, SIOCOUTQ, &q))
+				q = -1;
+			bool wf = write_freed(g, z, atomic_load_explicit(&z->tx->head,
+								   memory_order_acquire));
+			freed = wf || (q >= 0 && g->seen_outq && q + 1 < g->seen_outq);
+			g->seen_outq = q + 1;
+		}
+		bool outw = (r & EPOLLOUT) &&
+			    (z->xh ? h != g->seen_head
+			     : z->is_unix ? freed : h != g->seen_head && fulls != g->seen_fulls);
 		uint32_t wakes = atomic_load_explicit(&z->o->own_wakes, memory_order_relaxed);
+		if (!z->xh && z->is_unix && zp_trusted(z)) /* (the peer's word: at worst
+							   * a spurious edge) */
+			wakes += atomic_load_explicit(&z->rx->shut_calls, memory_order_acquire) +
+				 atomic_load_explicit(&z->sh->gone[1 - z->side], memory_order_acquire);
 		/* (an error read meanwhile is no edge: only what came is) */
 		if (g->seen_any && !in && !outw && !(state & ~g->seen_state) && wakes == g->seen_wakes)
 			return 0;

@@ -60,7 +60,7 @@ extern bool zp_allow_other_uid;
 /* ---- shared memory: one memfd per connection, made by the client ------- */
 
 #define ZP_MAGIC 0x5a4c5052u /* "ZLPR" */
-#define ZP_VERSION 5
+#define ZP_VERSION 6
 #define ZP_BACK 2 /* a direction's state: back on the kernel stream (tx.c) */
 #define ZP_HDR 4096
 
@@ -83,7 +83,9 @@ struct zp_dir {
 	_Atomic uint64_t wakes;       /* wake-up bytes sent on the kernel stream */
 	_Atomic uint32_t wr_shut;     /* the sender shut its sending side, on the
 				       * ring or (after state 2) the kernel stream */
-	char pad0[64 - 60];
+	_Atomic uint32_t shut_calls;  /* Unix: the sender's shutdown calls: each
+				       * wakes the receiver's waiters (an EPOLLET
+				       * edge, as Linux's unix_shutdown) */
 	_Atomic uint64_t head;        /* bytes ever consumed */
 	_Atomic uint32_t rx_sleeping; /* receivers asleep on their socket */
 	_Atomic uint32_t rx_kick;
@@ -141,6 +143,7 @@ struct zp_family {
  * sleeps. A holder that dies holding one leaves it to the next (robust).
  */
 #define ZP_OWN_MAGIC 0x4e574f5au /* "ZOWN" */
+#define ZP_WR_ENDS 64
 struct zp_own {
 	uint32_t magic;
 	_Atomic int32_t procs;    /* processes holding the side: +1 at a fork,
@@ -172,6 +175,11 @@ struct zp_own {
 				     * ENOTCONN): each an EPOLLET edge */
 	_Atomic uint32_t tx_fulls; /* sends that found the ring full (TCP wakes
 				    * an edge-triggered writer only after one) */
+	_Atomic uint64_t wr_count; /* Unix: our writes to the ring, and where */
+	_Atomic uint64_t wr_ends[ZP_WR_ENDS]; /* the last ones end (by count): each
+				    * is a buffer of the kernel's, and a read of
+				    * the peer's that frees one wakes an
+				    * edge-triggered writer (epoll.c) */
 	/* back on the kernel stream (tx.c: for fd passing, urgent data) */
 	bool tx_back;             /* our sends went back */
 	_Atomic bool krd_shut;    /* our SHUT_RD given to the kernel too */

@@ -302,6 +302,15 @@ ssize_t zp_sendmsg(struct zsock *z, const struct iovec *iov, int n, const void *
 				size_t c = (size_t)room < total - sent ? (size_t)room : total - sent;
 				uint64_t t = atomic_load_explicit(&z->tx->tail, memory_order_relaxed);
 				zp_ring_copy(z->txr, z->size, t, iov, n, sent, c, true);
+				if (z->is_unix) { /* where this write ends (before the
+						   * peer can read past it) */
+					uint64_t w = atomic_load_explicit(&z->o->wr_count,
+									  memory_order_relaxed);
+					atomic_store_explicit(&z->o->wr_ends[w % ZP_WR_ENDS], t + c,
+							      memory_order_relaxed);
+					atomic_store_explicit(&z->o->wr_count, w + 1,
+							      memory_order_release);
+				}
 				atomic_store_explicit(&z->tx->tail, t + c, memory_order_release);
 				NOTIFY_RX(z);
 				sent += c;
@@ -337,6 +346,8 @@ int zp_shutdown(struct zsock *z, int how)
 	}
 	int r = z->xh ? zx_shutdown(z, how) : shutdown_now(z, how);
 	atomic_fetch_add_explicit(&z->o->own_wakes, 1, memory_order_release);
+	if (!r && !z->xh && z->is_unix) /* (a Unix shutdown wakes the peer too) */
+		atomic_fetch_add_explicit(&z->tx->shut_calls, 1, memory_order_release);
 	return r;
 }
 

@@ -862,120 +862,6 @@ static int case_epoll_many_ready(struct ctx *x)
 	return rc;
 }
 
-/* Edge-triggered: an edge reports every event the fd has then: after the
- * peer's bytes come, IN and OUT (the socket is writable). */
-static int case_epoll_et_all_events(struct ctx *x)
-{
-	int ep = epoll_create1(EPOLL_CLOEXEC);
-	CHECK(ep >= 0, "epoll_create1: %s", errname(errno));
-	struct epoll_event e = { .events = EPOLLIN | EPOLLOUT | EPOLLET, .data.fd = x->c }, out[4];
-	int rc = 0;
-	if (epoll_ctl(ep, EPOLL_CTL_ADD, x->c, &e))
-		rc = failf("epoll_ctl: %s", errname(errno));
-	int n = rc ? 0 : epoll_wait(ep, out, 4, 0);
-	if (!rc && (n != 1 || out[0].events != EPOLLOUT))
-		rc = failf("after ADD: %d, %s; want 1, OUT", n, evname(n > 0 ? out[0].events : 0));
-	n = rc ? 0 : epoll_wait(ep, out, 4, 0);
-	if (!rc && n != 0)
-		rc = failf("again: %d, %s; want 0 (no new edge)", n, evname(out[0].events));
-	if (!rc && write(x->s, "data", 4) != 4)
-		rc = failf("write: %s", errname(errno));
-	n = rc ? 0 : epoll_wait(ep, out, 4, IO_WAIT_MS);
-	if (!rc && (n != 1 || out[0].events != (EPOLLIN | EPOLLOUT)))
-		rc = failf("after data: %d, %s; want 1, IN|OUT", n, evname(n > 0 ? out[0].events : 0));
-	close(ep);
-	return rc;
-}
-
-/* One epoll_wait(ET) with no timeout: the events of x->c, 0 if none. */
-static int et_look(int ep, unsigned *ev)
-{
-	struct epoll_event out[4];
-	int n = epoll_wait(ep, out, 4, 0);
-	*ev = n > 0 ? out[0].events : 0;
-	return n;
-}
-
-/* EPOLLET edges that no byte makes: our own shutdown wakes the socket's
- * waiters (also one that fails, on a closed TCP socket), and on TCP the
- * bytes that come after an urgent mark are an edge although FIONREAD
- * stops at the mark. */
-static int case_epoll_et_quiet_edges(struct ctx *x)
-{
-	int ep = epoll_create1(EPOLL_CLOEXEC);
-	CHECK(ep >= 0, "epoll_create1: %s", errname(errno));
-	struct epoll_event e = { .events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLPRI | EPOLLET,
-				 .data.fd = x->c };
-	unsigned ev;
-	int rc = 0, n;
-	if (epoll_ctl(ep, EPOLL_CTL_ADD, x->c, &e))
-		rc = failf("epoll_ctl: %s", errname(errno));
-	if (!rc && x->fam != AF_UNIX) {
-		/* the urgent byte, then bytes after its mark */
-		if (send(x->s, "a", 1, 0) != 1 || send(x->s, "U", 1, MSG_OOB) != 1)
-			rc = failf("send: %s", errname(errno));
-		if (!rc)
-			rc = wait_for(x->c, POLLPRI, "the urgent byte");
-		if (!rc && (n = et_look(ep, &ev)) != 1)
-			rc = failf("after the urgent byte: %d; want 1", n);
-		if (!rc && (n = et_look(ep, &ev)) != 0)
-			rc = failf("again: %d, %s; want 0 (no new edge)", n, evname(ev));
-		if (!rc && send(x->s, "after", 5, 0) != 5)
-			rc = failf("send: %s", errname(errno));
-		usleep(20000); /* (loopback takes microseconds) */
-		if (!rc && (n = et_look(ep, &ev)) != 1)
-			rc = failf("after the bytes past the mark: %d; want 1 (an edge)", n);
-	}
-	if (!rc && (n = et_look(ep, &ev)) > 0 && (n = et_look(ep, &ev)) != 0)
-		rc = failf("before the shutdown: %d, %s; want 0", n, evname(ev));
-	if (!rc && shutdown(x->c, SHUT_RD))
-		rc = failf("shutdown: %s", errname(errno));
-	if (!rc && (n = et_look(ep, &ev)) != 1)
-		rc = failf("after our shutdown: %d; want 1 (an edge)", n);
-	if (!rc && (n = et_look(ep, &ev)) != 0)
-		rc = failf("again: %d, %s; want 0", n, evname(ev));
-	if (!rc && shutdown(x->c, SHUT_RD) && errno != ENOTCONN)
-		rc = failf("shutdown again: %s", errname(errno));
-	if (!rc && (n = et_look(ep, &ev)) != 1)
-		rc = failf("after our second shutdown: %d; want 1 (an edge)", n);
-	close(ep);
-	return rc;
-}
-
-/* EPOLLET: an error read after its edge is no new edge (the kernel wakes
- * for what comes, not for what goes). */
-static int case_epoll_et_error_read(struct ctx *x)
-{
-	if (x->fam == AF_UNIX)
-		return skipf("a reset is TCP's here");
-	int ep = epoll_create1(EPOLL_CLOEXEC);
-	CHECK(ep >= 0, "epoll_create1: %s", errname(errno));
-	struct epoll_event e = { .events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, .data.fd = x->c };
-	unsigned ev;
-	int rc = 0, n, err = 0;
-	if (epoll_ctl(ep, EPOLL_CTL_ADD, x->c, &e))
-		rc = failf("epoll_ctl: %s", errname(errno));
-	if (!rc && send(x->c, "unread", 6, 0) != 6)
-		rc = failf("send: %s", errname(errno));
-	if (!rc)
-		rc = wait_for(x->s, POLLIN, "the bytes");
-	if (!rc) {
-		close(x->s); /* with bytes unread: a reset */
-		x->s = -1;
-		rc = wait_for(x->c, POLLERR, "the reset");
-	}
-	if (!rc && (n = et_look(ep, &ev)) != 1)
-		rc = failf("after the reset: %d; want 1", n);
-	if (!rc)
-		rc = so_error(x->c, &err);
-	if (!rc && err != ECONNRESET)
-		rc = failf("SO_ERROR %s, want ECONNRESET", errname(err));
-	if (!rc && (n = et_look(ep, &ev)) != 0)
-		rc = failf("after reading the error: %d, %s; want 0 (no edge)", n, evname(ev));
-	close(ep);
-	return rc;
-}
-
 /* ---- splice and sendfile ------------------------------------------------- */
 
 #define SPL (96u << 10) /* fits a Unix socket's default buffers */
@@ -1467,9 +1353,6 @@ static const struct test tests[] = {
 	{ "sendfile_after_shut_wr", case_sendfile_after_shut_wr },
 	{ "epoll_many_ready", case_epoll_many_ready },
 	{ "epoll_ctl_add_del", case_epoll_ctl_add_del },
-	{ "epoll_et_all_events", case_epoll_et_all_events },
-	{ "epoll_et_quiet_edges", case_epoll_et_quiet_edges },
-	{ "epoll_et_error_read", case_epoll_et_error_read },
 	{ "splice_socket_to_full_pipe", case_splice_socket_to_full_pipe },
 	{ "splice_pipe_to_full_socket", case_splice_pipe_to_full_socket },
 	{ "sendfile_to_full_socket", case_sendfile_to_full_socket },

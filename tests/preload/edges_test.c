@@ -1,0 +1,227 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * edges_test.c - edge-triggered epoll on a connected socket: which calls
+ * of ours and of the peer's make an EPOLLET edge, and what it reports, as
+ * Linux makes them for TCP and Unix stream sockets. Each case asserts what
+ * the kernel does; it runs plain and preloaded (sem_run.sh) and must print
+ * the same transcript both ways.
+ *
+ *   edges_test tcp4|tcp6|unix [case-name-substring]
+ *
+ * stdout: "ok NAME", "FAIL NAME: why" or "skip NAME: why" per case. Exit 0
+ * all passed, 1 a case failed, 77 the family is unavailable, 2 usage.
+ * Bounds: a 20 s watchdog per case, IO_WAIT_MS per wait.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-function"
+#include "sem_util.h"
+#include "pair_util.h"
+#pragma GCC diagnostic pop
+
+#include <sys/epoll.h>
+
+/* Edge-triggered: an edge reports every event the fd has then: after the
+ * peer's bytes come, IN and OUT (the socket is writable). */
+static int case_epoll_et_all_events(struct ctx *x)
+{
+	int ep = epoll_create1(EPOLL_CLOEXEC);
+	CHECK(ep >= 0, "epoll_create1: %s", errname(errno));
+	struct epoll_event e = { .events = EPOLLIN | EPOLLOUT | EPOLLET, .data.fd = x->c }, out[4];
+	int rc = 0;
+	if (epoll_ctl(ep, EPOLL_CTL_ADD, x->c, &e))
+		rc = failf("epoll_ctl: %s", errname(errno));
+	int n = rc ? 0 : epoll_wait(ep, out, 4, 0);
+	if (!rc && (n != 1 || out[0].events != EPOLLOUT))
+		rc = failf("after ADD: %d, %s; want 1, OUT", n, evname(n > 0 ? out[0].events : 0));
+	n = rc ? 0 : epoll_wait(ep, out, 4, 0);
+	if (!rc && n != 0)
+		rc = failf("again: %d, %s; want 0 (no new edge)", n, evname(out[0].events));
+	if (!rc && write(x->s, "data", 4) != 4)
+		rc = failf("write: %s", errname(errno));
+	n = rc ? 0 : epoll_wait(ep, out, 4, IO_WAIT_MS);
+	if (!rc && (n != 1 || out[0].events != (EPOLLIN | EPOLLOUT)))
+		rc = failf("after data: %d, %s; want 1, IN|OUT", n, evname(n > 0 ? out[0].events : 0));
+	close(ep);
+	return rc;
+}
+
+/* One epoll_wait(ET) with no timeout: the events of x->c, 0 if none. */
+static int et_look(int ep, unsigned *ev)
+{
+	struct epoll_event out[4];
+	int n = epoll_wait(ep, out, 4, 0);
+	*ev = n > 0 ? out[0].events : 0;
+	return n;
+}
+
+/* EPOLLET edges that no byte makes: our own shutdown wakes the socket's
+ * waiters (also one that fails, on a closed TCP socket), and on TCP the
+ * bytes that come after an urgent mark are an edge although FIONREAD
+ * stops at the mark. */
+static int case_epoll_et_quiet_edges(struct ctx *x)
+{
+	int ep = epoll_create1(EPOLL_CLOEXEC);
+	CHECK(ep >= 0, "epoll_create1: %s", errname(errno));
+	struct epoll_event e = { .events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLPRI | EPOLLET,
+				 .data.fd = x->c };
+	unsigned ev;
+	int rc = 0, n;
+	if (epoll_ctl(ep, EPOLL_CTL_ADD, x->c, &e))
+		rc = failf("epoll_ctl: %s", errname(errno));
+	if (!rc && x->fam != AF_UNIX) {
+		/* the urgent byte, then bytes after its mark */
+		if (send(x->s, "a", 1, 0) != 1 || send(x->s, "U", 1, MSG_OOB) != 1)
+			rc = failf("send: %s", errname(errno));
+		if (!rc)
+			rc = wait_for(x->c, POLLPRI, "the urgent byte");
+		if (!rc && (n = et_look(ep, &ev)) != 1)
+			rc = failf("after the urgent byte: %d; want 1", n);
+		if (!rc && (n = et_look(ep, &ev)) != 0)
+			rc = failf("again: %d, %s; want 0 (no new edge)", n, evname(ev));
+		if (!rc && send(x->s, "after", 5, 0) != 5)
+			rc = failf("send: %s", errname(errno));
+		usleep(20000); /* (loopback takes microseconds) */
+		if (!rc && (n = et_look(ep, &ev)) != 1)
+			rc = failf("after the bytes past the mark: %d; want 1 (an edge)", n);
+	}
+	if (!rc && (n = et_look(ep, &ev)) > 0 && (n = et_look(ep, &ev)) != 0)
+		rc = failf("before the shutdown: %d, %s; want 0", n, evname(ev));
+	if (!rc && shutdown(x->c, SHUT_RD))
+		rc = failf("shutdown: %s", errname(errno));
+	if (!rc && (n = et_look(ep, &ev)) != 1)
+		rc = failf("after our shutdown: %d; want 1 (an edge)", n);
+	if (!rc && (n = et_look(ep, &ev)) != 0)
+		rc = failf("again: %d, %s; want 0", n, evname(ev));
+	if (!rc && shutdown(x->c, SHUT_RD) && errno != ENOTCONN)
+		rc = failf("shutdown again: %s", errname(errno));
+	if (!rc && (n = et_look(ep, &ev)) != 1)
+		rc = failf("after our second shutdown: %d; want 1 (an edge)", n);
+	close(ep);
+	return rc;
+}
+
+/* EPOLLET: an error read after its edge is no new edge (the kernel wakes
+ * for what comes, not for what goes). */
+static int case_epoll_et_error_read(struct ctx *x)
+{
+	if (x->fam == AF_UNIX)
+		return skipf("a reset is TCP's here");
+	int ep = epoll_create1(EPOLL_CLOEXEC);
+	CHECK(ep >= 0, "epoll_create1: %s", errname(errno));
+	struct epoll_event e = { .events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, .data.fd = x->c };
+	unsigned ev;
+	int rc = 0, n, err = 0;
+	if (epoll_ctl(ep, EPOLL_CTL_ADD, x->c, &e))
+		rc = failf("epoll_ctl: %s", errname(errno));
+	if (!rc && send(x->c, "unread", 6, 0) != 6)
+		rc = failf("send: %s", errname(errno));
+	if (!rc)
+		rc = wait_for(x->s, POLLIN, "the bytes");
+	if (!rc) {
+		close(x->s); /* with bytes unread: a reset */
+		x->s = -1;
+		rc = wait_for(x->c, POLLERR, "the reset");
+	}
+	if (!rc && (n = et_look(ep, &ev)) != 1)
+		rc = failf("after the reset: %d; want 1", n);
+	if (!rc)
+		rc = so_error(x->c, &err);
+	if (!rc && err != ECONNRESET)
+		rc = failf("SO_ERROR %s, want ECONNRESET", errname(err));
+	if (!rc && (n = et_look(ep, &ev)) != 0)
+		rc = failf("after reading the error: %d, %s; want 0 (no edge)", n, evname(ev));
+	close(ep);
+	return rc;
+}
+
+/* Unix: the writer's edge comes when the peer's read frees one of its
+ * writes (a buffer of the kernel's), not at a read of part of one; TCP
+ * wakes a writer only after a send found its buffer full: no edge. */
+static int case_epoll_et_out_at_whole_write(struct ctx *x)
+{
+	int ep = epoll_create1(EPOLL_CLOEXEC);
+	CHECK(ep >= 0, "epoll_create1: %s", errname(errno));
+	struct epoll_event e = { .events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, .data.fd = x->c };
+	char b[4096];
+	unsigned ev;
+	int rc = 0, n;
+	if (epoll_ctl(ep, EPOLL_CTL_ADD, x->c, &e))
+		rc = failf("epoll_ctl: %s", errname(errno));
+	if (!rc && (n = et_look(ep, &ev)) != 1)
+		rc = failf("after ADD: %d; want 1", n);
+	memset(b, 'w', sizeof b);
+	if (!rc && (send(x->c, b, 433, 0) != 433 || send(x->c, b, 3994, 0) != 3994))
+		rc = failf("send: %s", errname(errno));
+	if (!rc)
+		rc = wait_for(x->s, POLLIN, "our bytes at the peer");
+	msleep(20);
+	if (!rc && (n = et_look(ep, &ev)) != 0)
+		rc = failf("after our sends: %d, %s; want 0", n, evname(ev));
+	if (!rc && recv(x->s, b, 100, 0) != 100) /* a part of the first write */
+		rc = failf("recv 100: %s", errname(errno));
+	msleep(20);
+	if (!rc && (n = et_look(ep, &ev)) != 0)
+		rc = failf("after the peer read part of a write: %d, %s; want 0", n, evname(ev));
+	if (!rc && recv(x->s, b, 1000, 0) != 1000) /* past the first write's end */
+		rc = failf("recv 1000: %s", errname(errno));
+	msleep(20);
+	int want = x->fam == AF_UNIX ? 1 : 0;
+	if (!rc && (n = et_look(ep, &ev)) != want)
+		rc = failf("after the peer read past a write's end: %d, %s; want %d", n, evname(ev),
+			   want);
+	if (!rc && want && ev != EPOLLOUT)
+		rc = failf("after the peer read past a write's end: %s; want OUT", evname(ev));
+	close(ep);
+	return rc;
+}
+
+/* Unix: every shutdown of the peer's wakes us, also once its end and ours
+ * are known, and so does its close; TCP says it once (its FIN). */
+static int case_epoll_et_peer_shutdown_again(struct ctx *x)
+{
+	int ep = epoll_create1(EPOLL_CLOEXEC);
+	CHECK(ep >= 0, "epoll_create1: %s", errname(errno));
+	struct epoll_event e = { .events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, .data.fd = x->c };
+	unsigned ev;
+	int rc = 0, n, want = x->fam == AF_UNIX ? 1 : 0;
+	if (epoll_ctl(ep, EPOLL_CTL_ADD, x->c, &e))
+		rc = failf("epoll_ctl: %s", errname(errno));
+	if (!rc && (n = et_look(ep, &ev)) != 1)
+		rc = failf("after ADD: %d; want 1", n);
+	if (!rc && shutdown(x->s, SHUT_RDWR))
+		rc = failf("shutdown: %s", errname(errno));
+	if (!rc)
+		rc = wait_for(x->c, POLLIN | POLLRDHUP, "the peer's shutdown");
+	if (!rc && (n = et_look(ep, &ev)) != 1)
+		rc = failf("after the peer's shutdown: %d; want 1", n);
+	if (!rc && shutdown(x->s, SHUT_RD))
+		rc = failf("shutdown again: %s", errname(errno));
+	msleep(20);
+	if (!rc && (n = et_look(ep, &ev)) != want)
+		rc = failf("after the peer's second shutdown: %d, %s; want %d", n, evname(ev), want);
+	if (!rc) {
+		close(x->s);
+		x->s = -1;
+	}
+	msleep(20);
+	if (!rc && (n = et_look(ep, &ev)) != want)
+		rc = failf("after the peer's close: %d, %s; want %d", n, evname(ev), want);
+	close(ep);
+	return rc;
+}
+
+static const struct test tests[] = {
+	{ "epoll_et_all_events", case_epoll_et_all_events },
+	{ "epoll_et_quiet_edges", case_epoll_et_quiet_edges },
+	{ "epoll_et_error_read", case_epoll_et_error_read },
+	{ "epoll_et_out_at_whole_write", case_epoll_et_out_at_whole_write },
+	{ "epoll_et_peer_shutdown_again", case_epoll_et_peer_shutdown_again },
+};
+
+int main(int argc, char **argv)
+{
+	return pair_main(argc, argv, "edges_test", tests, sizeof tests / sizeof tests[0]);
+}
