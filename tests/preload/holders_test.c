@@ -233,15 +233,23 @@ static int case_fork_readers_once(struct ctx *x)
 
 /* A reset is told once, to the first holder that asks: a child's read
  * takes it, and the parent's next read sees the end of the stream. */
-static int case_fork_reset_told_once(struct ctx *x)
+/* The peer closes with our bytes unread (a reset), then we fork. */
+static int reset_then_fork(struct ctx *x, pid_t *p)
 {
-	char b[8];
 	EXPECT_RET(write(x->c, "unread", 6), 6);
 	TRY(wait_for(x->s, POLLIN, "our bytes at the peer"));
 	close_fd(&x->s);
 	TRY(wait_for(x->c, POLLERR, "the reset"));
-	pid_t p = fork();
-	CHECK(p >= 0, "fork: %s", errname(errno));
+	*p = fork();
+	CHECK(*p >= 0, "fork: %s", errname(errno));
+	return 0;
+}
+
+static int case_fork_reset_told_once(struct ctx *x)
+{
+	char b[8];
+	pid_t p;
+	TRY(reset_then_fork(x, &p));
 	if (p == 0)
 		_exit(recv(x->c, b, sizeof b, MSG_DONTWAIT) == -1 && errno == ECONNRESET ? 0 : 1);
 	TRY(wait_child(p, "the child's read (ECONNRESET)"));
@@ -257,12 +265,8 @@ static int case_fork_reset_told_once(struct ctx *x)
 static int case_fork_send_takes_reset(struct ctx *x)
 {
 	char b[8];
-	EXPECT_RET(write(x->c, "unread", 6), 6);
-	TRY(wait_for(x->s, POLLIN, "our bytes at the peer"));
-	close_fd(&x->s);
-	TRY(wait_for(x->c, POLLERR, "the reset"));
-	pid_t p = fork();
-	CHECK(p >= 0, "fork: %s", errname(errno));
+	pid_t p;
+	TRY(reset_then_fork(x, &p));
 	int want = is_tcp(x) ? ECONNRESET : EPIPE;
 	if (p == 0)
 		_exit(send(x->c, "a", 1, MSG_NOSIGNAL) == -1 && errno == want ? 0 : 1);
