@@ -386,11 +386,18 @@ void zp_leave(void)
 {
 	if (!table || getpid() != my_pid)
 		return;
+	/* (with other threads still running, a socket on one host is left to
+	 * the kernel's close: closing it under them could hand a thread's
+	 * write a reused fd; its peer learns the end from the kernel stream) */
+	bool alone = __libc_single_threaded;
 	int hi = atomic_load(&table_hi);
 	for (int i = 0; i < hi; i++) {
-		if (atomic_load_explicit(&table[i], memory_order_relaxed)) {
+		struct zsock *z = atomic_load_explicit(&table[i], memory_order_relaxed);
+		if (z && z->xh) {
 			zp_forget(i);
 			zp_real.close(i);
+		} else if (z && alone) {
+			zp_forget(i); /* (its kernel socket closes as the process ends) */
 		}
 	}
 }
