@@ -189,8 +189,9 @@ static int case_thread_readers_once(struct ctx *x)
 	CHECK(!sh[0].err && !sh[1].err, "a reader failed: %s / %s", errname(sh[0].err),
 	      errname(sh[1].err));
 	TRY(check_shares(sh[0].got + sh[1].got, sh[0].sum + sh[1].sum, sh[0].got, sh[1].got));
-	char b;
-	EXPECT_RET(recv(x->c, &b, 1, MSG_DONTWAIT), 0); /* and then the end */
+	char b; /* and then the end (the sender's exit: poll says it first) */
+	TRY(wait_for(x->c, POLLIN, "the end of the stream"));
+	EXPECT_RET(recv(x->c, &b, 1, MSG_DONTWAIT), 0);
 	return 0;
 }
 
@@ -226,8 +227,9 @@ static int case_fork_readers_once(struct ctx *x)
 	TRY(wait_child(p, "the sender"));
 	CHECK(!me.err && !kid[2], "a reader failed: %s / %s", errname(me.err), errname((int)kid[2]));
 	TRY(check_shares(me.got + kid[0], me.sum + kid[1], me.got, kid[0]));
-	char b;
-	EXPECT_RET(recv(x->c, &b, 1, MSG_DONTWAIT), 0); /* and then the end */
+	char b; /* and then the end (the sender's exit: poll says it first) */
+	TRY(wait_for(x->c, POLLIN, "the end of the stream"));
+	EXPECT_RET(recv(x->c, &b, 1, MSG_DONTWAIT), 0);
 	return 0;
 }
 
