@@ -373,66 +373,6 @@ static int case_reset_after_queued_read(struct ctx *x)
 	return 0;
 }
 
-/* TCP's splice stops at an urgent mark that a read would go past: at the
- * mark it returns 0 (not EOF: the bytes after the mark are still read).
- * Under the preload the urgent byte sends both ends back to the kernel
- * stream, and the bytes before it came through the ring. */
-static int splice_stops_at_urgent_mark(struct ctx *x, int reset)
-{
-	if (x->fam == AF_UNIX)
-		return skipf("urgent data is TCP's");
-	char b[16];
-	int p[2];
-	CHECK(!pipe2(p, O_CLOEXEC), "pipe: %s", errname(errno));
-	EXPECT_RET(send(x->c, "abc", 3, 0), 3);
-	EXPECT_RET(send(x->c, "U", 1, MSG_OOB), 1);
-	EXPECT_RET(send(x->c, "def", 3, 0), 3);
-	TRY(wait_for(x->s, POLLPRI, "the urgent byte"));
-	EXPECT_RET(recv(x->s, b, 3, 0), 3);
-	if (reset) { /* data after our shutdown both ways resets us */
-		EXPECT_OK(shutdown(x->s, SHUT_RDWR));
-		TRY(wait_for(x->c, POLLRDHUP, "the peer's shutdown"));
-		EXPECT_RET(send(x->c, "late", 4, MSG_NOSIGNAL), 4);
-		TRY(wait_for(x->s, POLLERR, "the reset"));
-		EXPECT_ERR(send(x->s, "a", 1, MSG_NOSIGNAL), ECONNRESET);
-	}
-	EXPECT_RET(splice(x->s, NULL, p[1], NULL, sizeof b, SPLICE_F_NONBLOCK), 0);
-	TRY(wait_for(x->s, POLLIN, "the bytes after the mark"));
-	EXPECT_RET(recv(x->s, b, sizeof b, MSG_DONTWAIT), 3);
-	CHECK(!memcmp(b, "def", 3), "after the mark: %.3s", b);
-	if (reset)
-		EXPECT_RET(recv(x->s, b, sizeof b, MSG_DONTWAIT), 0);
-	close(p[0]);
-	close(p[1]);
-	return 0;
-}
-
-static int case_splice_stops_at_urgent_mark(struct ctx *x)
-{
-	return splice_stops_at_urgent_mark(x, 0);
-}
-
-/* ... also in a socket that a reset closed (its queued bytes stay readable) */
-static int case_splice_stops_at_urgent_mark_reset(struct ctx *x)
-{
-	return splice_stops_at_urgent_mark(x, 1);
-}
-
-/* After the peer's close, urgent data fails as other data does: the
- * first send goes (the peer's kernel resets), then EPIPE. */
-static int case_oob_after_peer_close(struct ctx *x)
-{
-	if (x->fam == AF_UNIX)
-		return skipf("urgent data is TCP's");
-	close_fd(&x->s);
-	TRY(wait_for(x->c, POLLRDHUP, "the peer's close"));
-	EXPECT_RET(send(x->c, "a", 1, MSG_NOSIGNAL), 1);
-	TRY(wait_for(x->c, POLLERR, "the reset"));
-	EXPECT_ERR(send(x->c, "U", 1, MSG_OOB | MSG_NOSIGNAL), EPIPE);
-	EXPECT_ERR(send(x->c, "U", 1, MSG_OOB | MSG_NOSIGNAL), EPIPE);
-	return 0;
-}
-
 /* A TCP connection whose FINs crossed is closed: a close with bytes
  * unread then resets nothing, and the peer reads the end of its stream. */
 static int case_close_after_both_fins(struct ctx *x)
@@ -450,53 +390,6 @@ static int case_close_after_both_fins(struct ctx *x)
 	usleep(20000);
 	EXPECT_RET(recv(x->c, b, sizeof b, MSG_DONTWAIT), 0);
 	EXPECT_ERR(send(x->c, "a", 1, MSG_NOSIGNAL), EPIPE);
-	return 0;
-}
-
-/* An urgent byte that meets a peer that shut both ways resets it, and
- * leaves its mark there: the peer stands at it once it read the rest;
- * when the urgent send had bytes before its urgent one, those go with the
- * reset and the reader never stands at the mark. */
-static int urgent_into_reset(struct ctx *x, const char *bytes, int len, int want)
-{
-	if (x->fam == AF_UNIX)
-		return skipf("urgent data is TCP's");
-	int mark = -1;
-	EXPECT_OK(shutdown(x->s, SHUT_RDWR));
-	TRY(wait_for(x->c, POLLRDHUP, "the peer's shutdown"));
-	EXPECT_RET(send(x->c, bytes, (size_t)len, MSG_OOB | MSG_NOSIGNAL), len);
-	TRY(wait_for(x->s, POLLERR, "the reset"));
-	CHECK(!ioctl(x->s, SIOCATMARK, &mark), "SIOCATMARK: %s", errname(errno));
-	CHECK(mark == want, "SIOCATMARK %d, want %d", mark, want);
-	return 0;
-}
-
-static int case_urgent_into_reset_mark(struct ctx *x)
-{
-	return urgent_into_reset(x, "U", 1, 1);
-}
-
-static int case_urgent_into_reset_after_bytes(struct ctx *x)
-{
-	return urgent_into_reset(x, "abU", 3, 0);
-}
-
-/* The urgent byte that met our reset stays pending in our closed socket
- * (ENOTCONN to an urgent read) after the sender closes too: its close
- * sends nothing to a reset connection, so no FIN can make it EINVAL. */
-static int case_urgent_into_reset_then_close(struct ctx *x)
-{
-	char b[8];
-	if (x->fam == AF_UNIX)
-		return skipf("urgent data is TCP's");
-	TRY(urgent_into_reset(x, "U", 1, 1));
-	EXPECT_ERR(recv(x->s, b, sizeof b, MSG_DONTWAIT), ECONNRESET);
-	close_fd(&x->c);
-	usleep(20000); /* (a FIN, if one went, arrives in microseconds) */
-	struct pollfd p = { .fd = x->s, .events = POLLIN | POLLPRI };
-	EXPECT_RET(poll(&p, 1, 0), 1);
-	EXPECT_RET(recv(x->s, b, sizeof b, MSG_DONTWAIT), 0);
-	EXPECT_ERR(recv(x->s, b, 1, MSG_OOB | MSG_DONTWAIT), ENOTCONN);
 	return 0;
 }
 
@@ -1172,9 +1065,6 @@ static int case_eof_after_way_back_polls_in(struct ctx *x)
 	return 0;
 }
 
-/* Urgent data (MSG_OOB): the peer sees POLLPRI and the exceptional
- * condition, the mark between the bytes before and after, and the urgent
- * byte out of band. */
 /* FIONREAD counts every byte queued: those the peer sent before its
  * switch (still on the kernel stream) and those after (on the ring). */
 static int case_fionread_counts_all(struct ctx *x)
@@ -1202,38 +1092,6 @@ static int case_fionread_counts_all(struct ctx *x)
 	if (s >= 0)
 		close(s);
 	return rc;
-}
-
-static int case_oob(struct ctx *x)
-{
-	if (x->fam == AF_UNIX)
-		return skipf("urgent data is TCP's here");
-	char b[16];
-	int at = -1;
-	EXPECT_RET(write(x->c, "ab", 2), 2);
-	EXPECT_RET(send(x->c, "!", 1, MSG_OOB), 1);
-	EXPECT_RET(write(x->c, "cd", 2), 2);
-	TRY(wait_for(x->s, POLLPRI, "urgent data"));
-	fd_set xs;
-	FD_ZERO(&xs);
-	FD_SET(x->s, &xs);
-	struct timeval tv = { 0, 0 };
-	EXPECT_RET(select(x->s + 1, NULL, NULL, &xs, &tv), 1);
-	CHECK(FD_ISSET(x->s, &xs), "select: no exceptional condition");
-	EXPECT_OK(ioctl(x->s, SIOCATMARK, &at));
-	CHECK(at == 0, "SIOCATMARK before the bytes before the mark: %d", at);
-	EXPECT_RET(recv(x->s, b, sizeof b, 0), 2);
-	CHECK(!memcmp(b, "ab", 2), "the bytes before the mark differ");
-	EXPECT_OK(ioctl(x->s, SIOCATMARK, &at));
-	CHECK(at == 1, "SIOCATMARK at the mark: %d", at);
-	EXPECT_RET(recv(x->s, b, 1, MSG_OOB), 1);
-	CHECK(b[0] == '!', "the urgent byte is 0x%02x", (uint8_t)b[0]);
-	TRY(expect_bytes(x->s, "cd", 2, "after the mark"));
-	EXPECT_RET(write(x->s, "pong", 4), 4); /* and the connection goes on */
-	TRY(expect_bytes(x->c, "pong", 4, "the other way"));
-	EXPECT_RET(write(x->c, "more", 4), 4);
-	TRY(expect_bytes(x->s, "more", 4, "again"));
-	return 0;
 }
 
 /* A peek that its buffer fills goes on through the queue and reports the
@@ -1284,39 +1142,6 @@ static int case_waitall_stops_at_fds(struct ctx *x)
 	return 0;
 }
 
-/* TCP keeps one urgent mark: when a second arrives before the reader has
- * come to the first, the first urgent byte stays in the stream as data
- * (here while the bytes before it were still unread, on the ring under
- * the preload, and the reader asked FIONREAD meanwhile). */
-static int case_urgent_twice(struct ctx *x)
-{
-	if (x->fam == AF_UNIX)
-		return skipf("urgent data is TCP's here");
-	char b[32];
-	int n = -1, at = -1;
-	EXPECT_RET(write(x->c, "0123456789", 10), 10);
-	EXPECT_RET(send(x->c, "A", 1, MSG_OOB), 1);
-	EXPECT_RET(write(x->c, "bc", 2), 2);
-	TRY(wait_for(x->s, POLLPRI, "the first urgent byte"));
-	EXPECT_OK(ioctl(x->s, FIONREAD, &n));
-	CHECK(n == 10, "FIONREAD before the first mark: %d", n);
-	EXPECT_RET(send(x->c, "B", 1, MSG_OOB), 1);
-	for (int i = 0; i < 2000 && n != 13; i++) { /* (bounded: 2 s) */
-		usleep(1000);
-		EXPECT_OK(ioctl(x->s, FIONREAD, &n));
-	}
-	CHECK(n == 13, "FIONREAD before the second mark: %d (the first urgent byte lost?)", n);
-	EXPECT_RET(recv(x->s, b, sizeof b, 0), 13);
-	CHECK(!memcmp(b, "0123456789Abc", 13), "the bytes before the second mark differ");
-	EXPECT_OK(ioctl(x->s, SIOCATMARK, &at));
-	CHECK(at == 1, "SIOCATMARK at the second mark: %d", at);
-	EXPECT_RET(recv(x->s, b, 1, MSG_OOB), 1);
-	CHECK(b[0] == 'B', "the urgent byte is 0x%02x", (uint8_t)b[0]);
-	EXPECT_RET(write(x->c, "end", 3), 3);
-	TRY(expect_bytes(x->s, "end", 3, "after the mark"));
-	return 0;
-}
-
 /* ---- main ------------------------------------------------------------------- */
 
 static const struct test tests[] = {
@@ -1337,19 +1162,13 @@ static const struct test tests[] = {
 	{ "close_after_reset_sends_nothing", case_close_after_reset_sends_nothing },
 	{ "reset_after_own_fin_urgent", case_reset_after_own_fin_urgent },
 	{ "reset_before_refused_data", case_reset_before_refused_data },
-	{ "oob_after_peer_close", case_oob_after_peer_close },
 	{ "close_after_both_fins", case_close_after_both_fins },
-	{ "urgent_into_reset_mark", case_urgent_into_reset_mark },
-	{ "urgent_into_reset_after_bytes", case_urgent_into_reset_after_bytes },
-	{ "urgent_into_reset_then_close", case_urgent_into_reset_then_close },
 	{ "reset_peer_closes_quiet", case_reset_peer_closes_quiet },
 	{ "reset_told_by_kernel_send", case_reset_told_by_kernel_send },
 	{ "data_after_both_shut_on_kernel", case_data_after_both_shut_on_kernel },
 	{ "own_shut_wr_wakes_sender", case_own_shut_wr_wakes_sender },
 	{ "own_shut_wr_wakes_splice", case_own_shut_wr_wakes_splice },
 	{ "own_shut_wr_wakes_poll", case_own_shut_wr_wakes_poll },
-	{ "splice_stops_at_urgent_mark", case_splice_stops_at_urgent_mark },
-	{ "splice_stops_at_urgent_mark_reset", case_splice_stops_at_urgent_mark_reset },
 	{ "sendfile_after_shut_wr", case_sendfile_after_shut_wr },
 	{ "epoll_many_ready", case_epoll_many_ready },
 	{ "epoll_ctl_add_del", case_epoll_ctl_add_del },
@@ -1362,10 +1181,8 @@ static const struct test tests[] = {
 	{ "unix_reset_after_way_back_waitall", case_unix_reset_after_way_back_waitall },
 	{ "eof_after_way_back_polls_in", case_eof_after_way_back_polls_in },
 	{ "fionread_counts_all", case_fionread_counts_all },
-	{ "oob", case_oob },
 	{ "peek_sees_fds_ahead", case_peek_sees_fds_ahead },
 	{ "waitall_stops_at_fds", case_waitall_stops_at_fds },
-	{ "urgent_twice", case_urgent_twice },
 };
 
 int main(int argc, char **argv)
