@@ -162,6 +162,33 @@ static bool ring_ends(struct zsock *z, uint64_t h)
 }
 
 /*
+ * A TCP peek at the ring's end looks past the peer's wake-ups without
+ * taking them: where they end the peer's urgent mark may stand, and the
+ * kernel's reader must stay behind it until ours reaches it, or a second
+ * urgent byte would drop the first (Linux's tcp_check_urg) where the
+ * kernel keeps it as data. The wake-ups go to a scratch buffer in the same
+ * peek (a peek stops at the mark, as the kernel's does).
+ */
+static size_t peek_past_wakes(struct zsock *z, const struct iovec *iov, int n, size_t got,
+			      size_t max)
+{
+	uint64_t due = zp_wakes_due(z);
+	char small[256], *scratch = due <= sizeof(small) ? small : malloc(due);
+	if (!scratch || due > INT32_MAX) {
+		if (scratch != small)
+			free(scratch);
+		return 0; /* (nothing past them now) */
+	}
+	struct iovec tmp[65] = { { .iov_base = scratch, .iov_len = (size_t)due } };
+	int k = 1 + zp_iov_sub(iov, n > 64 ? 64 : n, got, max, tmp + 1);
+	struct msghdr m = { .msg_iov = tmp, .msg_iovlen = (size_t)k };
+	ssize_t r = zp_real.recvmsg(z->fd, &m, MSG_PEEK | MSG_DONTWAIT);
+	if (scratch != small)
+		free(scratch);
+	return r > 0 && (uint64_t)r > due ? (size_t)((uint64_t)r - due) : 0;
+}
+
+/*
  * After the ring's last bytes, what the kernel stream has now, in the same
  * call, as the kernel's one queue would give it (with its control data,
  * which the ring never carries): the peer's wake-ups are skipped first;
@@ -170,6 +197,8 @@ static bool ring_ends(struct zsock *z, uint64_t h)
 static size_t kernel_after_ring(struct zsock *z, const struct iovec *iov, int n, size_t got,
 				size_t max, int flags, struct msghdr *cm, size_t cap)
 {
+	if ((flags & MSG_PEEK) && !z->is_unix && zp_wakes_due(z))
+		return peek_past_wakes(z, iov, n, got, max);
 	zp_skip_wakes(z);
 	int mark = 0; /* a read that took bytes stops at the urgent mark */
 	if (zp_wakes_due(z) || (!z->is_unix && !zp_real.ioctl(z->fd, SIOCATMARK, &mark) && mark))

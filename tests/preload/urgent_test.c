@@ -201,6 +201,31 @@ static int case_urgent_twice(struct ctx *x)
 	return 0;
 }
 
+/* ... also when the reader peeked at the bytes before the first mark: a
+ * peek moves nothing, so the first urgent byte is still ahead of the
+ * reader when the second mark comes, and stays as data (under the
+ * preload the peek ends at the ring's end, where the kernel stream's
+ * mark follows). */
+static int case_urgent_twice_after_peek(struct ctx *x)
+{
+	if (x->fam == AF_UNIX)
+		return skipf("urgent data is TCP's here");
+	char b[32];
+	EXPECT_RET(write(x->c, "0123456789abcdefghij", 20), 20);
+	TRY(expect_bytes(x->s, "0123456789", 10, "the first half"));
+	EXPECT_RET(send(x->c, "A", 1, MSG_OOB), 1);
+	TRY(wait_for(x->s, POLLPRI, "the first urgent byte"));
+	EXPECT_RET(recv(x->s, b, sizeof b, MSG_PEEK | MSG_DONTWAIT), 10);
+	CHECK(!memcmp(b, "abcdefghij", 10), "the peek before the first mark differs");
+	EXPECT_RET(send(x->c, "B", 1, MSG_OOB), 1);
+	EXPECT_RET(write(x->c, "end", 3), 3);
+	TRY(expect_bytes(x->s, "abcdefghijA", 11, "the bytes before the second mark"));
+	TRY(wait_for(x->s, POLLPRI, "the second urgent byte"));
+	EXPECT_RET(recv(x->s, b, 1, MSG_OOB), 1);
+	CHECK(b[0] == 'B', "the urgent byte is 0x%02x", (uint8_t)b[0]);
+	TRY(expect_bytes(x->s, "end", 3, "after the second mark"));
+	return 0;
+}
 
 /* ---- main ------------------------------------------------------------------- */
 
@@ -208,6 +233,7 @@ static const struct test tests[] = {
 	{ "oob", case_oob },
 	{ "oob_after_peer_close", case_oob_after_peer_close },
 	{ "urgent_twice", case_urgent_twice },
+	{ "urgent_twice_after_peek", case_urgent_twice_after_peek },
 	{ "urgent_into_reset_mark", case_urgent_into_reset_mark },
 	{ "urgent_into_reset_after_bytes", case_urgent_into_reset_after_bytes },
 	{ "urgent_into_reset_then_close", case_urgent_into_reset_then_close },
