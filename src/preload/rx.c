@@ -311,29 +311,32 @@ static ssize_t recv_locked(struct zsock *z, const struct iovec *iov, int n, stru
 				continue;
 			}
 			if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
-				if (errno == ECONNRESET && zp_peer_reset(z)) {
-					/* the reset we play: told once, then the end */
-					bool told = z->o->reset_told;
-					z->o->reset_told = true;
-					if (told)
-						return (ssize_t)got;
-				}
-				if (!got)
+				/* the reset we play: told once, then the end (after
+				 * bytes it is held for the next call, not told) */
+				if (errno == ECONNRESET && zp_peer_reset(z) && z->o->reset_told)
+					return (ssize_t)got;
+				if (!got) {
+					if (errno == ECONNRESET && zp_peer_reset(z))
+						z->o->reset_told = true;
 					return -1;
+				}
 				zp_hold_kerr(z, errno);
 				return (ssize_t)got;
 			}
 			if (r == 0) {
 				uint64_t kb = zp_rx_switch(z);
-				/* a Unix peer that closed with our bytes unread on the
-				 * ring: its reset comes before the end (Linux's
-				 * unix_stream_read_generic: sk_err first), and a
-				 * MSG_WAITALL read that got bytes takes it with them */
-				if (z->is_unix && zp_rx_back(z) && zp_peer_reset(z) && !z->o->reset_told &&
-				    (!got || all)) {
+				/* a peer that closed with our bytes unread on the ring
+				 * after its way back: its reset comes before the end
+				 * (the kernel's end here is our played reset's FIN),
+				 * unless its own FIN came first (TCP, Linux's
+				 * tcp_recvmsg: SOCK_DONE before sk_err). A Unix
+				 * MSG_WAITALL read that got bytes takes it with them
+				 * (unix_stream_read_generic); TCP's is the next call's. */
+				if (zp_rx_back(z) && zp_peer_reset(z) && !z->o->reset_told &&
+				    !zp_peer_fin_first(z) && (!got || (all && z->is_unix))) {
 					z->o->reset_told = true;
 					if (!got) {
-						errno = ECONNRESET;
+						errno = z->is_unix ? ECONNRESET : zp_reset_err(z);
 						return -1;
 					}
 				}

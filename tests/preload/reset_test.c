@@ -665,6 +665,57 @@ static int case_sendfile_after_shut_wr(struct ctx *x)
 	return rc;
 }
 
+/* A TCP peer that went back to the kernel stream (its urgent byte) and
+ * closes with our bytes unread: the reset comes after its bytes, then the
+ * end. more: we send after its way back too, so that its kernel resets
+ * as well (else its kernel's close is a FIN; the reset is the same).
+ * waitall: the read that takes its bytes asks for more, and the reset is
+ * the next call's (Linux's tcp_recvmsg: bytes copied end the read before
+ * sk_err is taken). */
+static int reset_after_peer_way_back(struct ctx *x, int more, int waitall)
+{
+	if (x->fam == AF_UNIX)
+		return skipf("TCP's rule (unix_reset_after_way_back has Unix's)");
+	char b[64];
+	EXPECT_RET(write(x->s, "unread", 6), 6);
+	TRY(wait_for(x->c, POLLIN, "the bytes it leaves unread"));
+	EXPECT_RET(send(x->c, "V", 1, MSG_OOB), 1);
+	EXPECT_RET(write(x->c, "xyz", 3), 3);
+	if (more == 2) /* (no call of ours between its way back and its close) */
+		msleep(20);
+	else
+		TRY(wait_for(x->s, POLLPRI, "the urgent byte"));
+	if (more == 1)
+		EXPECT_RET(write(x->s, "more", 4), 4);
+	close_fd(&x->c);
+	TRY(wait_for(x->s, POLLERR, "the reset"));
+	EXPECT_RET(recv(x->s, b, sizeof b, MSG_DONTWAIT | (waitall ? MSG_WAITALL : 0)), 3);
+	CHECK(!memcmp(b, "xyz", 3), "the bytes before the reset: %.3s", b);
+	EXPECT_ERR(recv(x->s, b, sizeof b, MSG_DONTWAIT), ECONNRESET);
+	EXPECT_RET(recv(x->s, b, sizeof b, MSG_DONTWAIT), 0);
+	return 0;
+}
+
+static int case_reset_after_peer_way_back(struct ctx *x)
+{
+	return reset_after_peer_way_back(x, 0, 0);
+}
+
+static int case_reset_after_peer_way_back_more(struct ctx *x)
+{
+	return reset_after_peer_way_back(x, 1, 0);
+}
+
+static int case_reset_after_peer_way_back_quiet(struct ctx *x)
+{
+	return reset_after_peer_way_back(x, 2, 0);
+}
+
+static int case_reset_after_peer_way_back_waitall(struct ctx *x)
+{
+	return reset_after_peer_way_back(x, 1, 1);
+}
+
 /* ---- main ------------------------------------------------------------------- */
 
 static const struct test tests[] = {
@@ -693,6 +744,10 @@ static const struct test tests[] = {
 	{ "own_shut_wr_wakes_splice", case_own_shut_wr_wakes_splice },
 	{ "own_shut_wr_wakes_poll", case_own_shut_wr_wakes_poll },
 	{ "sendfile_after_shut_wr", case_sendfile_after_shut_wr },
+	{ "reset_after_peer_way_back", case_reset_after_peer_way_back },
+	{ "reset_after_peer_way_back_more", case_reset_after_peer_way_back_more },
+	{ "reset_after_peer_way_back_waitall", case_reset_after_peer_way_back_waitall },
+	{ "reset_after_peer_way_back_quiet", case_reset_after_peer_way_back_quiet },
 };
 
 int main(int argc, char **argv)
