@@ -19,14 +19,16 @@
 /* The peer's side is closed for good: it closed its last copy, or its
  * kernel socket ended after it had switched without a shutdown (once
  * switched it shuts down only its ring: an end of the kernel stream is then
- * its last close, or its death). A peer that shut down before switching
- * ended the kernel stream alive; its death shows in a probe (zp_probe). */
+ * its last close, or its death). A peer that shut down before switching, or
+ * after its way back to the kernel stream, ended that stream alive; its
+ * death shows in a probe (zp_probe), or in our kernel socket's state. */
 bool zp_peer_gone(struct zsock *z)
 {
 	if (!zp_trusted(z))
 		return false;
 	return atomic_load_explicit(&z->sh->gone[1 - z->side], memory_order_acquire) ||
-	       (atomic_load(&z->o->peer_eof) && zp_rx_switch(z) != ZP_UNLATCHED && !zp_peer_closed(z));
+	       (atomic_load(&z->o->peer_eof) && zp_rx_switch(z) != ZP_UNLATCHED && !zp_rx_back(z) &&
+		!zp_peer_closed(z));
 }
 
 /* A Unix peer shut its reading side: our sends fail, as its kernel's

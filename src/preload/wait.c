@@ -86,6 +86,9 @@ short zp_merged(struct zsock *z, short want, short krev, bool *kin)
 		r |= krev & POLLIN;
 	r |= krev & POLLRDHUP; /* the peer's FIN (after its way back, its death) or a
 				* reset: the kernel's, wherever our unread bytes are */
+	if ((krev & POLLRDHUP) && (__atomic_load_n(&z->o->wr_shut, __ATOMIC_ACQUIRE) ||
+				   (z->is_unix && (zp_peer_gone(z) || zp_peer_rd_shut(z)))))
+		r |= POLLHUP; /* both ways shut (zp_ready), the end told by the kernel */
 	*kin = rx_kernel && (krev & POLLIN);
 	if (!atomic_load_explicit(&z->o->tx_ring, memory_order_acquire))
 		r |= krev & POLLOUT;

@@ -357,6 +357,59 @@ static int case_shut_rd_then_fd_pass(struct ctx *x)
 	return 0;
 }
 
+/* A Unix peer that we passed an fd to (both ends' sends go back to the
+ * kernel stream, with bytes unread on the rings both ways), then shut its
+ * sending side: we see the end (POLLIN, POLLRDHUP), not a hang-up
+ * (POLLHUP is both ways shut), and our sends still go through. */
+static int case_fd_pass_then_peer_shut_wr(struct ctx *x)
+{
+	if (x->fam != AF_UNIX)
+		return skipf("fd passing is for Unix sockets");
+	int p[2];
+	unsigned ev = 0;
+	CHECK(!pipe2(p, O_CLOEXEC), "pipe2: %s", errname(errno));
+	EXPECT_RET(write(x->c, "x", 1), 1);
+	TRY(wait_for(x->s, POLLIN, "its bytes"));
+	EXPECT_RET(write(x->s, "abc", 3), 3);
+	int rc = send_fd(x->s, p[1], 'D');
+	close(p[0]);
+	close(p[1]);
+	TRY(rc);
+	TRY(wait_for(x->c, POLLIN, "the bytes"));
+	EXPECT_OK(shutdown(x->c, SHUT_WR));
+	TRY(wait_for(x->s, POLLIN | POLLRDHUP, "the peer's shutdown"));
+	TRY(poll1(x->s, POLLIN | POLLOUT | POLLRDHUP, 0, &ev));
+	CHECK((ev & EV_MASK) == (POLLIN | POLLOUT | POLLRDHUP), "poll after its shutdown: %s",
+	      evname(ev & EV_MASK));
+	EXPECT_RET(send(x->s, "more", 4, MSG_NOSIGNAL), 4);
+	TRY(expect_bytes(x->s, "x", 1, "before its shutdown"));
+	TRY(expect_bytes(x->c, "abcDmore", 8, "ours"));
+	return 0;
+}
+
+/* A Unix peer that shut its reading side (while on the ring), passed an
+ * fd, then shut its sending side: both ways are shut for us (POLLHUP),
+ * with the fd's byte still to read. */
+static int case_shut_rd_fd_pass_shut_wr_hangs_up(struct ctx *x)
+{
+	if (x->fam != AF_UNIX)
+		return skipf("fd passing is for Unix sockets");
+	int p[2];
+	unsigned ev = 0;
+	CHECK(!pipe2(p, O_CLOEXEC), "pipe2: %s", errname(errno));
+	EXPECT_OK(shutdown(x->s, SHUT_RD));
+	int rc = send_fd(x->s, p[1], 'D');
+	close(p[0]);
+	close(p[1]);
+	TRY(rc);
+	EXPECT_OK(shutdown(x->s, SHUT_WR));
+	TRY(wait_for(x->c, POLLRDHUP, "the peer's shutdown"));
+	TRY(poll1(x->c, POLLIN | POLLOUT | POLLRDHUP, 0, &ev));
+	CHECK((ev & EV_MASK) == (POLLIN | POLLOUT | POLLHUP | POLLRDHUP), "poll: %s",
+	      evname(ev & EV_MASK));
+	return 0;
+}
+
 /* A Unix peer passed an fd (both ends' sends go back to the kernel
  * stream), then closed with our bytes unread on the ring: we read what it
  * sent, then ECONNRESET, then the end; a MSG_WAITALL read that gets bytes
@@ -517,6 +570,8 @@ static const struct test tests[] = {
 	{ "sendfile_to_full_socket", case_sendfile_to_full_socket },
 	{ "fd_pass", case_fd_pass },
 	{ "shut_rd_then_fd_pass", case_shut_rd_then_fd_pass },
+	{ "fd_pass_then_peer_shut_wr", case_fd_pass_then_peer_shut_wr },
+	{ "shut_rd_fd_pass_shut_wr_hangs_up", case_shut_rd_fd_pass_shut_wr_hangs_up },
 	{ "unix_reset_after_way_back", case_unix_reset_after_way_back },
 	{ "unix_reset_after_way_back_waitall", case_unix_reset_after_way_back_waitall },
 	{ "eof_after_way_back_polls_in", case_eof_after_way_back_polls_in },
