@@ -451,13 +451,14 @@ static void settle(int ep, struct epset *s)
 		if (g->off) /* a one-shot that fired stays off until EPOLL_CTL_MOD */
 			k.events = EPOLLONESHOT;
 		/* EPOLLET: the kernel reports what the socket has at a MOD, an
-		 * edge the program did not see made; when nothing changed since
-		 * our last report (its events, TCP's bytes received), that one
+		 * edge the program did not see made; when nothing came since
+		 * our last report (no event it lacked then, no byte received:
+		 * events that went, as input read since, are no edge), that one
 		 * report is not passed on */
 		if ((g->events & EPOLLET) && !g->off && g->seen_any && g->rep_rcvd != UINT64_MAX) {
 			struct pollfd p = { fd, (short)(g->events & 0xffff), 0 };
 			uint32_t now = zp_real.poll(&p, 1, 0) == 1 ? (uint16_t)p.revents : 0;
-			g->skip_once = (now & (g->events | EPOLLERR | EPOLLHUP)) == g->rep_mask &&
+			g->skip_once = !(now & (g->events | EPOLLERR | EPOLLHUP) & ~g->rep_mask) &&
 				       tcp_rcvd(fd) == g->rep_rcvd;
 			s->nskip += g->skip_once;
 		}
@@ -638,11 +639,15 @@ int zp_epoll_wait(int ep, struct epoll_event *evs, int max, int timeout_ms,
 			struct reg *g = &s->r[fd];
 			struct zsock *z = g->zsock ? zp_get(fd) : NULL;
 			if (!z) {
-				if (g->off)
+				/* handed back to the kernel during this wait: the
+				 * kernel answered our registration, not the program's
+				 * (the next wait's settle makes it the program's) */
+				if (g->off || g->zsock)
 					continue;
 				if (g->skip_once) { /* (settle) */
 					g->skip_once = false;
-					if (kev[i].events == g->rep_mask && tcp_rcvd(fd) == g->rep_rcvd)
+					if (!(kev[i].events & ~g->rep_mask) &&
+					    tcp_rcvd(fd) == g->rep_rcvd)
 						continue;
 				}
 				if (g->events & EPOLLONESHOT)
