@@ -452,14 +452,16 @@ static void settle(int ep, struct epset *s)
 			k.events = EPOLLONESHOT;
 		/* EPOLLET: the kernel reports what the socket has at a MOD, an
 		 * edge the program did not see made; when nothing came since
-		 * our last report (no event it lacked then, no byte received:
-		 * events that went, as input read since, are no edge), that one
-		 * report is not passed on */
+		 * our last report (no event it lacked then, no byte received,
+		 * no shutdown of ours: events that went, as input read since,
+		 * are no edge), that one report is not passed on */
 		if ((g->events & EPOLLET) && !g->off && g->seen_any && g->rep_rcvd != UINT64_MAX) {
 			struct pollfd p = { fd, (short)(g->events & 0xffff), 0 };
 			uint32_t now = zp_real.poll(&p, 1, 0) == 1 ? (uint16_t)p.revents : 0;
 			g->skip_once = !(now & (g->events | EPOLLERR | EPOLLHUP) & ~g->rep_mask) &&
-				       tcp_rcvd(fd) == g->rep_rcvd;
+				       tcp_rcvd(fd) == g->rep_rcvd &&
+				       zp_left_wakes(fd) == g->seen_wakes; /* (our own
+						shutdown since is an edge) */
 			s->nskip += g->skip_once;
 		}
 		if (zp_real.epoll_ctl(ep, EPOLL_CTL_MOD, fd, &k)) { /* EPOLLEXCLUSIVE */

@@ -198,7 +198,10 @@ EXPORT int close_range(unsigned first, unsigned last, int flags)
 EXPORT int shutdown(int fd, int how)
 {
 	struct zsock *z = zs(fd);
-	return z ? zp_shutdown(z, how) : zp_real.shutdown(fd, how);
+	if (z)
+		return zp_shutdown(z, how);
+	zp_left_wake(fd); /* (an edge for a set that has not seen the hand-back yet) */
+	return zp_real.shutdown(fd, how);
 }
 
 /* ---- data ---------------------------------------------------------------- */

@@ -68,6 +68,9 @@ static int table_len;
 static _Atomic int table_hi; /* above every fd ever set: scans stop there */
 static pthread_once_t table_once = PTHREAD_ONCE_INIT;
 static pid_t my_pid; /* the table's process (zp_leave): renewed at fork */
+/* per fd: the own_wakes of the socket handed back to the kernel there
+ * (unswitch), for epoll's EPOLLET edges across the hand-back */
+static _Atomic uint32_t *left_wakes;
 
 static void table_init(void)
 {
@@ -77,7 +80,25 @@ static void table_init(void)
 		n = MAX_FDS;
 	my_pid = getpid();
 	table = calloc((size_t)n, sizeof(*table));
+	left_wakes = table ? calloc((size_t)n, sizeof(*left_wakes)) : NULL;
+	if (!left_wakes) {
+		free(table);
+		table = NULL;
+	}
 	table_len = table ? (int)n : 0;
+}
+
+uint32_t zp_left_wakes(int fd)
+{
+	return left_wakes && fd >= 0 && fd < table_len ? atomic_load(&left_wakes[fd]) : 0;
+}
+
+/* A shutdown of the kernel socket at fd: a wake-up of its waiters, which
+ * an epoll set that still watches it through our registration would miss */
+void zp_left_wake(int fd)
+{
+	if (left_wakes && fd >= 0 && fd < table_len)
+		atomic_fetch_add(&left_wakes[fd], 1);
 }
 
 struct zsock *zp_get(int fd)
@@ -432,8 +453,11 @@ static void unswitch(struct zsock *z)
 	atomic_fetch_add(&zp_gave_up, 1);
 	zp_join_free(z);
 	int hi = atomic_load(&table_hi);
+	uint32_t wakes = atomic_load(&z->o->own_wakes);
 	for (int i = 0; i < hi; i++) {
 		struct zsock *w = z;
+		if (atomic_load_explicit(&table[i], memory_order_relaxed) == z)
+			atomic_store(&left_wakes[i], wakes);
 		if (atomic_compare_exchange_strong(&table[i], &w, NULL))
 			z->refs--;
 	}

@@ -216,8 +216,10 @@ static int case_epoll_et_peer_shutdown_again(struct ctx *x)
 /* A TCP socket whose both directions went back to the kernel stream
  * (urgent bytes each way) and whose input was read since the last
  * EPOLLET report: no edge came (reads are none), so none is reported,
- * also when the preload hands the socket back to the kernel meanwhile. */
-static int case_epoll_et_back_on_kernel_no_edge(struct ctx *x)
+ * also when the preload hands the socket back to the kernel meanwhile;
+ * shut: then our shutdown, an edge (the kernel's wakes the socket's
+ * waiters), after a poll (where the hand-back may come first). */
+static int back_on_kernel(struct ctx *x, int shut)
 {
 	if (x->fam == AF_UNIX)
 		return skipf("urgent data is TCP's");
@@ -246,11 +248,30 @@ static int case_epoll_et_back_on_kernel_no_edge(struct ctx *x)
 	if (!rc && recv(x->s, b, 1, MSG_OOB | MSG_DONTWAIT) != 1)
 		rc = failf("recv(MSG_OOB): %s", errname(errno));
 	msleep(20);
+	if (shut) {
+		unsigned pev;
+		for (int i = 0; !rc && i < 3; i++)
+			rc = poll1(x->s, POLLIN | POLLOUT, 0, &pev) < 0;
+		if (!rc && shutdown(x->s, SHUT_WR))
+			rc = failf("shutdown: %s", errname(errno));
+		if (!rc && ((n = et_look(ep, &ev)) != 1 || ev != EPOLLOUT))
+			rc = failf("after our shutdown: %d, %s; want 1, OUT", n, evname(ev));
+	}
 	for (int i = 0; !rc && i < 2; i++) /* (the first look may hand it back) */
 		if ((n = et_look(ep, &ev)) != 0)
 			rc = failf("after reads only (look %d): %d, %s; want 0", i, n, evname(ev));
 	close(ep);
 	return rc;
+}
+
+static int case_epoll_et_back_on_kernel_no_edge(struct ctx *x)
+{
+	return back_on_kernel(x, 0);
+}
+
+static int case_epoll_et_back_on_kernel_shutdown(struct ctx *x)
+{
+	return back_on_kernel(x, 1);
 }
 
 static const struct test tests[] = {
@@ -260,6 +281,7 @@ static const struct test tests[] = {
 	{ "epoll_et_out_at_whole_write", case_epoll_et_out_at_whole_write },
 	{ "epoll_et_peer_shutdown_again", case_epoll_et_peer_shutdown_again },
 	{ "epoll_et_back_on_kernel_no_edge", case_epoll_et_back_on_kernel_no_edge },
+	{ "epoll_et_back_on_kernel_shutdown", case_epoll_et_back_on_kernel_shutdown },
 };
 
 int main(int argc, char **argv)
