@@ -277,15 +277,34 @@ static void refresh(int ep, struct epset *s, int fd, struct zsock *z, bool crowd
 }
 
 /* TCP's bytes received on fd (every one, also past an urgent mark, where
- * FIONREAD stops); UINT64_MAX if not known. */
-static uint64_t tcp_rcvd(int fd)
+ * FIONREAD stops); UINT64_MAX if not known. The kernel counts the peer's
+ * FIN as one (its sequence number); with fin_of (the socket's, or NULL)
+ * it is left out once seen: the end is an edge of its own (report's eof),
+ * and a peer that shut its ring and goes back to the kernel stream sends
+ * its FIN only then, which is no new edge. */
+/* Linux's TCP states (include/net/tcp_states.h; linux/tcp.h, which has
+ * tcp_info's newer fields, does not name them) */
+enum { KTCP_CLOSE = 7, KTCP_CLOSE_WAIT = 8, KTCP_LAST_ACK = 9, KTCP_CLOSING = 11 };
+
+static uint64_t tcp_rcvd_of(int fd, struct zsock *fin_of)
 {
 	struct tcp_info ti;
 	socklen_t tl = sizeof ti;
 	if (zp_real.getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) ||
 	    tl < offsetof(struct tcp_info, tcpi_bytes_received) + sizeof ti.tcpi_bytes_received)
 		return UINT64_MAX;
-	return ti.tcpi_bytes_received;
+	bool fin = false;
+	if (fin_of) /* (a closed socket after both ends' FINs, or after a reset:
+		     * the peer's end known to us tells) */
+		fin = ti.tcpi_state == KTCP_CLOSE_WAIT || ti.tcpi_state == KTCP_LAST_ACK ||
+		      ti.tcpi_state == KTCP_CLOSING ||
+		      (ti.tcpi_state == KTCP_CLOSE && zp_peer_fin(fin_of) && !zp_peer_reset(fin_of));
+	return ti.tcpi_bytes_received - (fin && ti.tcpi_bytes_received ? 1 : 0);
+}
+
+static uint64_t tcp_rcvd(int fd)
+{
+	return tcp_rcvd_of(fd, NULL);
 }
 
 /* Where the input stands, for edges: the peer's data bytes that came, on
@@ -304,7 +323,7 @@ static uint64_t in_mark(struct zsock *z, bool kin)
 	uint64_t w = zp_trusted(z) ? atomic_load_explicit(&z->rx->wakes, memory_order_relaxed) : 0;
 	/* TCP: every byte that came (bytes after an urgent mark are an edge
 	 * too), read or not */
-	uint64_t rc = z->is_unix ? UINT64_MAX : tcp_rcvd(z->fd);
+	uint64_t rc = z->is_unix ? UINT64_MAX : tcp_rcvd_of(z->fd, z);
 	if (rc != UINT64_MAX)
 		return t - atomic_load_explicit(&z->o->rx_k, memory_order_relaxed) + rc - w;
 	int q = 0;
@@ -387,7 +406,10 @@ static int report(struct reg *g, struct zsock *z, uint32_t r, bool kin, struct e
 		uint32_t state = (r & (EPOLLERR | EPOLLHUP)) |
 				 (!z->xh && (z->o->gone_sent || zp_peer_reset(z)) ? 1u << 31 : 0);
 		bool eof = (r & EPOLLRDHUP) != 0;
-		bool in = (r & (EPOLLIN | EPOLLRDHUP)) && (t != g->seen_tail || (eof && !g->seen_eof));
+		/* (bytes that came are an edge for a registration that asked for
+		 * input, also when read since: the report says what is now) */
+		bool in = (g->events & (EPOLLIN | EPOLLRDHUP)) &&
+			  (t != g->seen_tail || (eof && !g->seen_eof));
 		uint32_t fulls = atomic_load_explicit(&z->o->tx_fulls, memory_order_relaxed);
 		/* (once our sends are on the kernel stream, its queue of them
 		 * says, in the memory it charges: it falls when the peer's read
@@ -411,8 +433,12 @@ static int report(struct reg *g, struct zsock *z, uint32_t r, bool kin, struct e
 			wakes += atomic_load_explicit(&z->rx->shut_calls, memory_order_acquire) +
 				 atomic_load_explicit(&z->sh->gone[1 - z->side], memory_order_acquire);
 		/* (an error read meanwhile is no edge: only what came is) */
-		if (g->seen_any && !in && !outw && !(state & ~g->seen_state) && wakes == g->seen_wakes)
+		if (g->seen_any && !in && !outw && !(state & ~g->seen_state) && wakes == g->seen_wakes) {
+			if (!z->xh && !z->is_unix && !zp_ring_only(z))
+				g->rep_rcvd = tcp_rcvd(z->fd); /* (all that came is seen:
+								* for settle) */
 			return 0;
+		}
 		g->seen_wakes = wakes;
 		if (outw) /* (the room it waits for is reported once) */
 			g->seen_fulls = fulls;

@@ -274,6 +274,69 @@ static int case_epoll_et_back_on_kernel_shutdown(struct ctx *x)
 	return back_on_kernel(x, 1);
 }
 
+/* Bytes that came are an edge also when read before the look (the
+ * kernel's wake-up came with them): the report says what is now, OUT. */
+static int case_epoll_et_bytes_read_before_look(struct ctx *x)
+{
+	int ep = epoll_create1(EPOLL_CLOEXEC);
+	CHECK(ep >= 0, "epoll_create1: %s", errname(errno));
+	struct epoll_event e = { .events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, .data.fd = x->s };
+	unsigned ev;
+	int rc = 0, n;
+	if (epoll_ctl(ep, EPOLL_CTL_ADD, x->s, &e))
+		rc = failf("epoll_ctl: %s", errname(errno));
+	if (!rc && ((n = et_look(ep, &ev)) != 1 || ev != EPOLLOUT))
+		rc = failf("after ADD: %d, %s; want 1, OUT", n, evname(ev));
+	if (!rc && write(x->c, "abc", 3) != 3)
+		rc = failf("write: %s", errname(errno));
+	if (!rc)
+		rc = expect_bytes(x->s, "abc", 3, "the bytes");
+	if (!rc && ((n = et_look(ep, &ev)) != 1 || ev != EPOLLOUT))
+		rc = failf("after bytes read: %d, %s; want 1, OUT", n, evname(ev));
+	if (!rc && (n = et_look(ep, &ev)) != 0)
+		rc = failf("again: %d, %s; want 0", n, evname(ev));
+	close(ep);
+	return rc;
+}
+
+/* A TCP peer that shut its sending side, then went back to the kernel
+ * stream (following ours: our urgent byte): its end was an edge once; the
+ * FIN its kernel sends only now is none, also when the preload hands the
+ * socket back to the kernel (the next look). */
+static int case_epoll_et_fin_after_way_back(struct ctx *x)
+{
+	if (x->fam == AF_UNIX)
+		return skipf("urgent data is TCP's");
+	int ep = epoll_create1(EPOLL_CLOEXEC);
+	CHECK(ep >= 0, "epoll_create1: %s", errname(errno));
+	struct epoll_event e = { .events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, .data.fd = x->s };
+	unsigned ev;
+	char b;
+	int rc = 0, n;
+	if (epoll_ctl(ep, EPOLL_CTL_ADD, x->s, &e))
+		rc = failf("epoll_ctl: %s", errname(errno));
+	if (!rc && ((n = et_look(ep, &ev)) != 1 || ev != EPOLLOUT))
+		rc = failf("after ADD: %d, %s; want 1, OUT", n, evname(ev));
+	if (!rc && shutdown(x->c, SHUT_WR))
+		rc = failf("shutdown: %s", errname(errno));
+	if (!rc)
+		rc = wait_for(x->s, POLLRDHUP, "the peer's shutdown");
+	if (!rc && ((n = et_look(ep, &ev)) != 1 || ev != (EPOLLIN | EPOLLOUT | EPOLLRDHUP)))
+		rc = failf("after its shutdown: %d, %s; want 1, IN|OUT|RDHUP", n, evname(ev));
+	if (!rc && send(x->s, "U", 1, MSG_OOB) != 1)
+		rc = failf("send: %s", errname(errno));
+	if (!rc)
+		rc = wait_for(x->c, POLLPRI, "the urgent byte");
+	if (!rc && recv(x->c, &b, 1, MSG_OOB) != 1)
+		rc = failf("recv(MSG_OOB): %s", errname(errno));
+	msleep(20);
+	for (int i = 0; !rc && i < 3; i++)
+		if ((n = et_look(ep, &ev)) != 0)
+			rc = failf("after its way back (look %d): %d, %s; want 0", i, n, evname(ev));
+	close(ep);
+	return rc;
+}
+
 static const struct test tests[] = {
 	{ "epoll_et_all_events", case_epoll_et_all_events },
 	{ "epoll_et_quiet_edges", case_epoll_et_quiet_edges },
@@ -282,6 +345,8 @@ static const struct test tests[] = {
 	{ "epoll_et_peer_shutdown_again", case_epoll_et_peer_shutdown_again },
 	{ "epoll_et_back_on_kernel_no_edge", case_epoll_et_back_on_kernel_no_edge },
 	{ "epoll_et_back_on_kernel_shutdown", case_epoll_et_back_on_kernel_shutdown },
+	{ "epoll_et_bytes_read_before_look", case_epoll_et_bytes_read_before_look },
+	{ "epoll_et_fin_after_way_back", case_epoll_et_fin_after_way_back },
 };
 
 int main(int argc, char **argv)
