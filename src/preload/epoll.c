@@ -47,6 +47,7 @@ struct reg {
 	uint32_t rep_mask;             /* EPOLLET: what the last report said, */
 	uint64_t rep_rcvd;             /* ... and TCP's bytes received then
 					* (tcp_rcvd; UINT64_MAX: not known) */
+	uint64_t rep_rtail;            /* ... and the peer's ring tail */
 	bool skip_once;                /* the kernel's report after settle */
 	bool seen_eof, seen_any;
 	uint32_t seen_state;           /* its ERR and HUP */
@@ -293,15 +294,17 @@ static uint64_t tcp_rcvd_of(int fd, struct zsock *fin_of)
 	if (zp_real.getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) ||
 	    tl < offsetof(struct tcp_info, tcpi_bytes_received) + sizeof ti.tcpi_bytes_received)
 		return UINT64_MAX;
-	bool fin = false;
-	if (fin_of) /* (a closed socket after both ends' FINs, or after a reset:
-		     * the peer's end known to us tells) */
-		fin = ti.tcpi_state == KTCP_CLOSE_WAIT || ti.tcpi_state == KTCP_LAST_ACK ||
-		      ti.tcpi_state == KTCP_CLOSING ||
-		      (ti.tcpi_state == KTCP_CLOSE && zp_peer_fin(fin_of) && !zp_peer_reset(fin_of));
+	/* a closed socket came there after both ends' FINs or after a reset:
+	 * the peer's end known to us tells which; without the socket (handed
+	 * back), after a FIN (at worst a spurious edge where it was a reset) */
+	bool fin = ti.tcpi_state == KTCP_CLOSE_WAIT || ti.tcpi_state == KTCP_LAST_ACK ||
+		   ti.tcpi_state == KTCP_CLOSING ||
+		   (ti.tcpi_state == KTCP_CLOSE &&
+		    (!fin_of || (zp_peer_fin(fin_of) && !zp_peer_reset(fin_of))));
 	return ti.tcpi_bytes_received - (fin && ti.tcpi_bytes_received ? 1 : 0);
 }
 
+/* ... of a socket handed back to the kernel (settle) */
 static uint64_t tcp_rcvd(int fd)
 {
 	return tcp_rcvd_of(fd, NULL);
@@ -375,6 +378,43 @@ static bool write_freed(struct reg *g, struct zsock *z, uint64_t h)
 	return freed;
 }
 
+/* TCP's bytes received as the kernel counts them (tcp_rcvd), now, for a
+ * hand-back's settle; without a system call while only the ring is used:
+ * the kernel stream then carried the data read before the switch and the
+ * peer's wake-ups, all come or on their way. UINT64_MAX: not TCP. */
+static uint64_t rcvd_seen(struct zsock *z)
+{
+	if (z->xh || z->is_unix)
+		return UINT64_MAX;
+	if (!zp_ring_only(z))
+		return tcp_rcvd_of(z->fd, z);
+	return atomic_load_explicit(&z->o->rx_k, memory_order_relaxed) +
+	       (zp_trusted(z) ? atomic_load_explicit(&z->rx->wakes, memory_order_relaxed) : 0);
+}
+
+/* What came is seen (a report, or a look that found no edge): for a
+ * hand-back to the kernel (quiet_since) */
+static void seen_now(struct reg *g, struct zsock *z)
+{
+	g->rep_rcvd = rcvd_seen(z);
+	g->rep_rtail = !z->xh && zp_trusted(z) ? atomic_load_explicit(&z->rx->tail,
+								       memory_order_relaxed)
+					       : 0;
+}
+
+/* A TCP socket handed back to the kernel at fd, now with events now:
+ * nothing came since g's last look (no event it lacked, no byte on the
+ * ring or the kernel stream, no shutdown of ours), so the kernel's report
+ * of it is no edge. */
+static bool quiet_since(struct reg *g, int fd, uint32_t now)
+{
+	uint64_t rtail;
+	uint32_t wakes;
+	return g->seen_any && g->rep_rcvd != UINT64_MAX && !(now & ~g->rep_mask) &&
+	       zp_left_of(fd, &rtail, &wakes) && rtail == g->rep_rtail &&
+	       wakes == g->seen_wakes && tcp_rcvd(fd) == g->rep_rcvd;
+}
+
 /*
  * Report a switched socket's events r for registration g, as EPOLLET and
  * EPOLLONESHOT say; 1 if reported. kin: the input is kernel bytes (sent
@@ -434,9 +474,7 @@ static int report(struct reg *g, struct zsock *z, uint32_t r, bool kin, struct e
 				 atomic_load_explicit(&z->sh->gone[1 - z->side], memory_order_acquire);
 		/* (an error read meanwhile is no edge: only what came is) */
 		if (g->seen_any && !in && !outw && !(state & ~g->seen_state) && wakes == g->seen_wakes) {
-			if (!z->xh && !z->is_unix && !zp_ring_only(z))
-				g->rep_rcvd = tcp_rcvd(z->fd); /* (all that came is seen:
-								* for settle) */
+			seen_now(g, z); /* (all that came is seen: for a hand-back) */
 			return 0;
 		}
 		g->seen_wakes = wakes;
@@ -448,7 +486,7 @@ static int report(struct reg *g, struct zsock *z, uint32_t r, bool kin, struct e
 		g->seen_state = state;
 		g->seen_any = true;
 		g->rep_mask = r;
-		g->rep_rcvd = !z->xh && !z->is_unix && !zp_ring_only(z) ? tcp_rcvd(z->fd) : UINT64_MAX;
+		seen_now(g, z);
 	}
 	if (g->events & EPOLLONESHOT)
 		g->off = true;
@@ -484,10 +522,7 @@ static void settle(int ep, struct epset *s)
 		if ((g->events & EPOLLET) && !g->off && g->seen_any && g->rep_rcvd != UINT64_MAX) {
 			struct pollfd p = { fd, (short)(g->events & 0xffff), 0 };
 			uint32_t now = zp_real.poll(&p, 1, 0) == 1 ? (uint16_t)p.revents : 0;
-			g->skip_once = !(now & (g->events | EPOLLERR | EPOLLHUP) & ~g->rep_mask) &&
-				       tcp_rcvd(fd) == g->rep_rcvd &&
-				       zp_left_wakes(fd) == g->seen_wakes; /* (our own
-						shutdown since is an edge) */
+			g->skip_once = quiet_since(g, fd, now & (g->events | EPOLLERR | EPOLLHUP));
 			s->nskip += g->skip_once;
 		}
 		if (zp_real.epoll_ctl(ep, EPOLL_CTL_MOD, fd, &k)) { /* EPOLLEXCLUSIVE */
@@ -667,15 +702,37 @@ int zp_epoll_wait(int ep, struct epoll_event *evs, int max, int timeout_ms,
 			struct reg *g = &s->r[fd];
 			struct zsock *z = g->zsock ? zp_get(fd) : NULL;
 			if (!z) {
-				/* handed back to the kernel during this wait: the
-				 * kernel answered our registration, not the program's
-				 * (the next wait's settle makes it the program's) */
-				if (g->off || g->zsock)
+				if (g->off)
 					continue;
+				if (g->zsock) {
+					/* handed back to the kernel during this wait:
+					 * the kernel answered our registration, not the
+					 * program's (the next wait's settle makes it the
+					 * program's): its events now, if an edge */
+					struct pollfd p = { fd, (short)(g->events & 0xffff), 0 };
+					uint32_t now = zp_real.poll(&p, 1, 0) == 1 ? (uint16_t)p.revents
+										   : 0;
+					now &= g->events | EPOLLERR | EPOLLHUP;
+					if (!now || ((g->events & EPOLLET) && quiet_since(g, fd, now)))
+						continue;
+					if (g->events & EPOLLET) { /* (seen: settle's MOD
+								    * report is none) */
+						uint32_t w = 0;
+						zp_left_of(fd, &g->rep_rtail, &w);
+						g->seen_wakes = w;
+						g->rep_mask = now;
+						g->rep_rcvd = tcp_rcvd(fd);
+						g->seen_any = true;
+					}
+					if (g->events & EPOLLONESHOT)
+						g->off = true;
+					evs[n].events = now;
+					evs[n++].data = g->data;
+					continue;
+				}
 				if (g->skip_once) { /* (settle) */
 					g->skip_once = false;
-					if (!(kev[i].events & ~g->rep_mask) &&
-					    tcp_rcvd(fd) == g->rep_rcvd)
+					if (quiet_since(g, fd, kev[i].events))
 						continue;
 				}
 				if (g->events & EPOLLONESHOT)

@@ -444,8 +444,10 @@ static inline int zp_kfd(struct zsock *z, int fd) { return z && z->xh ? zx_kfd(z
 
 /* clients that gave up their join so far (sock.c), for epoll sets */
 extern _Atomic unsigned zp_gave_up;
-uint32_t zp_left_wakes(int fd); /* own_wakes of the socket handed back at fd, */
-void zp_left_wake(int fd);      /* ... and its kernel shutdowns since */
+/* where the socket handed back to the kernel at fd stood: the peer's ring
+ * tail, its own_wakes and its kernel shutdowns since (false: not known) */
+bool zp_left_of(int fd, uint64_t *rtail, uint32_t *wakes);
+void zp_left_wake(int fd); /* a kernel shutdown at fd */
 
 /* waiting (wait.c) */
 int zp_poll(struct pollfd *fds, nfds_t n, int64_t timeout_us, const sigset_t *mask);

@@ -68,9 +68,13 @@ static int table_len;
 static _Atomic int table_hi; /* above every fd ever set: scans stop there */
 static pthread_once_t table_once = PTHREAD_ONCE_INIT;
 static pid_t my_pid; /* the table's process (zp_leave): renewed at fork */
-/* per fd: the own_wakes of the socket handed back to the kernel there
- * (unswitch), for epoll's EPOLLET edges across the hand-back */
-static _Atomic uint32_t *left_wakes;
+/* per fd: where the socket handed back to the kernel there (unswitch)
+ * stood, for epoll's EPOLLET edges across the hand-back */
+struct left {
+	_Atomic uint64_t rtail; /* the peer's ring tail */
+	_Atomic uint32_t wakes; /* own_wakes, and our kernel shutdowns since */
+};
+static struct left *lefts;
 
 static void table_init(void)
 {
@@ -80,25 +84,29 @@ static void table_init(void)
 		n = MAX_FDS;
 	my_pid = getpid();
 	table = calloc((size_t)n, sizeof(*table));
-	left_wakes = table ? calloc((size_t)n, sizeof(*left_wakes)) : NULL;
-	if (!left_wakes) {
+	lefts = table ? calloc((size_t)n, sizeof(*lefts)) : NULL;
+	if (!lefts) {
 		free(table);
 		table = NULL;
 	}
 	table_len = table ? (int)n : 0;
 }
 
-uint32_t zp_left_wakes(int fd)
+bool zp_left_of(int fd, uint64_t *rtail, uint32_t *wakes)
 {
-	return left_wakes && fd >= 0 && fd < table_len ? atomic_load(&left_wakes[fd]) : 0;
+	if (!lefts || fd < 0 || fd >= table_len)
+		return false;
+	*rtail = atomic_load(&lefts[fd].rtail);
+	*wakes = atomic_load(&lefts[fd].wakes);
+	return true;
 }
 
 /* A shutdown of the kernel socket at fd: a wake-up of its waiters, which
  * an epoll set that still watches it through our registration would miss */
 void zp_left_wake(int fd)
 {
-	if (left_wakes && fd >= 0 && fd < table_len)
-		atomic_fetch_add(&left_wakes[fd], 1);
+	if (lefts && fd >= 0 && fd < table_len)
+		atomic_fetch_add(&lefts[fd].wakes, 1);
 }
 
 struct zsock *zp_get(int fd)
@@ -454,10 +462,13 @@ static void unswitch(struct zsock *z)
 	zp_join_free(z);
 	int hi = atomic_load(&table_hi);
 	uint32_t wakes = atomic_load(&z->o->own_wakes);
+	uint64_t rtail = z->rx ? atomic_load(&z->rx->tail) : 0;
 	for (int i = 0; i < hi; i++) {
 		struct zsock *w = z;
-		if (atomic_load_explicit(&table[i], memory_order_relaxed) == z)
-			atomic_store(&left_wakes[i], wakes);
+		if (atomic_load_explicit(&table[i], memory_order_relaxed) == z) {
+			atomic_store(&lefts[i].rtail, rtail);
+			atomic_store(&lefts[i].wakes, wakes);
+		}
 		if (atomic_compare_exchange_strong(&table[i], &w, NULL))
 			z->refs--;
 	}
