@@ -278,36 +278,40 @@ static void refresh(int ep, struct epset *s, int fd, struct zsock *z, bool crowd
 }
 
 /* TCP's bytes received on fd (every one, also past an urgent mark, where
- * FIONREAD stops); UINT64_MAX if not known. The kernel counts the peer's
- * FIN as one (its sequence number); with fin_of (the socket's, or NULL)
- * it is left out once seen: the end is an edge of its own (report's eof),
- * and a peer that shut its ring and goes back to the kernel stream sends
- * its FIN only then, which is no new edge. */
+ * FIONREAD stops; UINT64_MAX if not known), the peer's FIN left out once
+ * it came: the end is an edge of its own (report's eof), and a peer that
+ * shut its ring and goes back to the kernel stream sends its FIN only
+ * then, which is no new edge. */
 /* Linux's TCP states (include/net/tcp_states.h; linux/tcp.h, which has
  * tcp_info's newer fields, does not name them) */
 enum { KTCP_CLOSE = 7, KTCP_CLOSE_WAIT = 8, KTCP_LAST_ACK = 9, KTCP_CLOSING = 11 };
 
-static uint64_t tcp_rcvd_of(int fd, struct zsock *fin_of)
+/* TCP's bytes received on fd as the kernel counts them (the FIN as one)
+ * and its state; UINT64_MAX if not known */
+static uint64_t tcp_bytes(int fd, uint8_t *state)
 {
 	struct tcp_info ti;
 	socklen_t tl = sizeof ti;
 	if (zp_real.getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) ||
 	    tl < offsetof(struct tcp_info, tcpi_bytes_received) + sizeof ti.tcpi_bytes_received)
 		return UINT64_MAX;
-	/* a closed socket came there after both ends' FINs or after a reset:
-	 * the peer's end known to us tells which; without the socket (handed
-	 * back), after a FIN (at worst a spurious edge where it was a reset) */
-	bool fin = ti.tcpi_state == KTCP_CLOSE_WAIT || ti.tcpi_state == KTCP_LAST_ACK ||
-		   ti.tcpi_state == KTCP_CLOSING ||
-		   (ti.tcpi_state == KTCP_CLOSE &&
-		    (!fin_of || (zp_peer_fin(fin_of) && !zp_peer_reset(fin_of))));
-	return ti.tcpi_bytes_received - (fin && ti.tcpi_bytes_received ? 1 : 0);
+	*state = ti.tcpi_state;
+	return ti.tcpi_bytes_received;
 }
 
-/* ... of a socket handed back to the kernel (settle) */
-static uint64_t tcp_rcvd(int fd)
+/* The peer's FIN came, by the kernel socket's state (a closed one came
+ * there after both ends' FINs or after a reset: z's peer tells which) */
+static bool fin_came(uint8_t st, struct zsock *z)
 {
-	return tcp_rcvd_of(fd, NULL);
+	return st == KTCP_CLOSE_WAIT || st == KTCP_LAST_ACK || st == KTCP_CLOSING ||
+	       (st == KTCP_CLOSE && zp_peer_fin(z) && !zp_peer_reset(z));
+}
+
+static uint64_t tcp_rcvd_of(int fd, struct zsock *z)
+{
+	uint8_t st = 0;
+	uint64_t b = tcp_bytes(fd, &st);
+	return b != UINT64_MAX && b && fin_came(st, z) ? b - 1 : b;
 }
 
 /* Where the input stands, for edges: the peer's data bytes that came, on
@@ -378,16 +382,17 @@ static bool write_freed(struct reg *g, struct zsock *z, uint64_t h)
 	return freed;
 }
 
-/* TCP's bytes received as the kernel counts them (tcp_rcvd), now, for a
- * hand-back's settle; without a system call while only the ring is used:
+/* TCP's bytes received as the kernel counts them (tcp_bytes), now, for a
+ * hand-back; without a system call while only the ring is used:
  * the kernel stream then carried the data read before the switch and the
  * peer's wake-ups, all come or on their way. UINT64_MAX: not TCP. */
 static uint64_t rcvd_seen(struct zsock *z)
 {
 	if (z->xh || z->is_unix)
 		return UINT64_MAX;
+	uint8_t st;
 	if (!zp_ring_only(z))
-		return tcp_rcvd_of(z->fd, z);
+		return tcp_bytes(z->fd, &st);
 	return atomic_load_explicit(&z->o->rx_k, memory_order_relaxed) +
 	       (zp_trusted(z) ? atomic_load_explicit(&z->rx->wakes, memory_order_relaxed) : 0);
 }
@@ -410,9 +415,15 @@ static bool quiet_since(struct reg *g, int fd, uint32_t now)
 {
 	uint64_t rtail;
 	uint32_t wakes;
-	return g->seen_any && g->rep_rcvd != UINT64_MAX && !(now & ~g->rep_mask) &&
-	       zp_left_of(fd, &rtail, &wakes) && rtail == g->rep_rtail &&
-	       wakes == g->seen_wakes && tcp_rcvd(fd) == g->rep_rcvd;
+	uint8_t st = 0;
+	if (!g->seen_any || g->rep_rcvd == UINT64_MAX || (now & ~g->rep_mask) ||
+	    !zp_left_of(fd, &rtail, &wakes) || rtail != g->rep_rtail || wakes != g->seen_wakes)
+		return false;
+	uint64_t b = tcp_bytes(fd, &st);
+	/* (the peer's FIN after its end was told: no new edge) */
+	return b == g->rep_rcvd ||
+	       (b == g->rep_rcvd + 1 && (g->rep_mask & EPOLLRDHUP) &&
+		(st == KTCP_CLOSE_WAIT || st == KTCP_LAST_ACK || st == KTCP_CLOSING || st == KTCP_CLOSE));
 }
 
 /*
@@ -721,7 +732,8 @@ int zp_epoll_wait(int ep, struct epoll_event *evs, int max, int timeout_ms,
 						zp_left_of(fd, &g->rep_rtail, &w);
 						g->seen_wakes = w;
 						g->rep_mask = now;
-						g->rep_rcvd = tcp_rcvd(fd);
+						uint8_t st;
+						g->rep_rcvd = tcp_bytes(fd, &st);
 						g->seen_any = true;
 					}
 					if (g->events & EPOLLONESHOT)

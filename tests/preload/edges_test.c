@@ -362,6 +362,48 @@ static int case_epoll_et_fin_after_way_back(struct ctx *x)
 	return rc;
 }
 
+/* A TCP peer that went back to the kernel stream and closed with our
+ * bytes unread: the reset is an edge once; reading what came before it,
+ * the error and the end makes none. */
+static int case_epoll_et_reset_after_way_back(struct ctx *x)
+{
+	if (x->fam == AF_UNIX)
+		return skipf("urgent data is TCP's");
+	int ep = epoll_create1(EPOLL_CLOEXEC);
+	CHECK(ep >= 0, "epoll_create1: %s", errname(errno));
+	struct epoll_event e = { .events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, .data.fd = x->s };
+	unsigned ev;
+	char b[8];
+	int rc = 0, n;
+	if (epoll_ctl(ep, EPOLL_CTL_ADD, x->s, &e))
+		rc = failf("epoll_ctl: %s", errname(errno));
+	if (!rc && write(x->c, "abc", 3) != 3)
+		rc = failf("write: %s", errname(errno));
+	if (!rc && send(x->s, "U", 1, MSG_OOB) != 1)
+		rc = failf("send: %s", errname(errno));
+	if (!rc)
+		rc = wait_for(x->c, POLLPRI, "the urgent byte");
+	if (!rc) {
+		close(x->c);
+		x->c = -1;
+		rc = wait_for(x->s, POLLERR, "the reset");
+	}
+	if (!rc && ((n = et_look(ep, &ev)) != 1 || !(ev & EPOLLERR)))
+		rc = failf("after the reset: %d, %s; want 1 with ERR", n, evname(ev));
+	if (!rc && recv(x->s, b, sizeof b, MSG_DONTWAIT) != 3)
+		rc = failf("recv: %s", errname(errno));
+	if (!rc && (recv(x->s, b, sizeof b, MSG_DONTWAIT) != -1 || errno != ECONNRESET))
+		rc = failf("recv: %s, want ECONNRESET", errname(errno));
+	if (!rc && recv(x->s, b, sizeof b, MSG_DONTWAIT) != 0)
+		rc = failf("recv: %s, want the end", errname(errno));
+	msleep(20);
+	for (int i = 0; !rc && i < 3; i++)
+		if ((n = et_look(ep, &ev)) != 0)
+			rc = failf("after reads only (look %d): %d, %s; want 0", i, n, evname(ev));
+	close(ep);
+	return rc;
+}
+
 static const struct test tests[] = {
 	{ "epoll_et_all_events", case_epoll_et_all_events },
 	{ "epoll_et_quiet_edges", case_epoll_et_quiet_edges },
@@ -373,6 +415,7 @@ static const struct test tests[] = {
 	{ "epoll_et_bytes_read_before_look", case_epoll_et_bytes_read_before_look },
 	{ "epoll_et_bytes_read_then_back", case_epoll_et_bytes_read_then_back },
 	{ "epoll_et_fin_after_way_back", case_epoll_et_fin_after_way_back },
+	{ "epoll_et_reset_after_way_back", case_epoll_et_reset_after_way_back },
 };
 
 int main(int argc, char **argv)
