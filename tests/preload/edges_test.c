@@ -213,6 +213,32 @@ static int case_epoll_et_peer_shutdown_again(struct ctx *x)
 	return rc;
 }
 
+/* An epoll set with fd in it, edge-triggered for IN, OUT and RDHUP (-1,
+ * the failure printed, if not) */
+static int et_set(int fd)
+{
+	int ep = epoll_create1(EPOLL_CLOEXEC);
+	struct epoll_event e = { .events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, .data.fd = fd };
+	if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, fd, &e)) {
+		failf("epoll: %s", errname(errno));
+		if (ep >= 0)
+			close(ep);
+		return -1;
+	}
+	return ep;
+}
+
+/* Our urgent byte, which the peer reads: our sends go back to the kernel
+ * stream, and (under the preload) the peer's follow */
+static int urgent_to_c(struct ctx *x)
+{
+	char b;
+	EXPECT_RET(send(x->s, "U", 1, MSG_OOB), 1);
+	TRY(wait_for(x->c, POLLPRI, "the urgent byte"));
+	EXPECT_RET(recv(x->c, &b, 1, MSG_OOB), 1);
+	return 0;
+}
+
 /* A TCP socket whose both directions went back to the kernel stream
  * (urgent bytes each way) and whose input was read since the last
  * EPOLLET report: no edge came (reads are none), so none is reported,
@@ -223,26 +249,20 @@ static int back_on_kernel(struct ctx *x, int shut)
 {
 	if (x->fam == AF_UNIX)
 		return skipf("urgent data is TCP's");
-	int ep = epoll_create1(EPOLL_CLOEXEC);
-	CHECK(ep >= 0, "epoll_create1: %s", errname(errno));
-	struct epoll_event e = { .events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, .data.fd = x->s };
+	int ep = et_set(x->s);
+	if (ep < 0)
+		return 1;
 	unsigned ev;
 	char b[8];
 	int rc = 0, n;
-	if (epoll_ctl(ep, EPOLL_CTL_ADD, x->s, &e))
-		rc = failf("epoll_ctl: %s", errname(errno));
 	if (!rc && (write(x->c, "abc", 3) != 3 || send(x->c, "V", 1, MSG_OOB) != 1))
 		rc = failf("send: %s", errname(errno));
 	if (!rc)
 		rc = wait_for(x->s, POLLPRI, "the urgent byte");
 	if (!rc && ((n = et_look(ep, &ev)) != 1 || ev != (EPOLLIN | EPOLLOUT)))
 		rc = failf("after the bytes: %d, %s; want 1, IN|OUT", n, evname(ev));
-	if (!rc && send(x->s, "U", 1, MSG_OOB) != 1)
-		rc = failf("send: %s", errname(errno));
 	if (!rc)
-		rc = wait_for(x->c, POLLPRI, "the urgent byte");
-	if (!rc && recv(x->c, b, 1, MSG_OOB) != 1)
-		rc = failf("recv(MSG_OOB): %s", errname(errno));
+		rc = urgent_to_c(x);
 	if (!rc && recv(x->s, b, sizeof b, MSG_DONTWAIT) != 3)
 		rc = failf("recv: %s", errname(errno));
 	if (!rc && recv(x->s, b, 1, MSG_OOB | MSG_DONTWAIT) != 1)
@@ -282,14 +302,11 @@ static int bytes_read_before_look(struct ctx *x, int back)
 {
 	if (back && x->fam == AF_UNIX)
 		return skipf("urgent data is TCP's");
-	int ep = epoll_create1(EPOLL_CLOEXEC);
-	CHECK(ep >= 0, "epoll_create1: %s", errname(errno));
-	struct epoll_event e = { .events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, .data.fd = x->s };
+	int ep = et_set(x->s);
+	if (ep < 0)
+		return 1;
 	unsigned ev;
-	char b;
 	int rc = 0, n;
-	if (epoll_ctl(ep, EPOLL_CTL_ADD, x->s, &e))
-		rc = failf("epoll_ctl: %s", errname(errno));
 	if (!rc && ((n = et_look(ep, &ev)) != 1 || ev != EPOLLOUT))
 		rc = failf("after ADD: %d, %s; want 1, OUT", n, evname(ev));
 	if (!rc && write(x->c, "abc", 3) != 3)
@@ -297,12 +314,7 @@ static int bytes_read_before_look(struct ctx *x, int back)
 	if (!rc)
 		rc = expect_bytes(x->s, "abc", 3, "the bytes");
 	if (!rc && back) {
-		if (send(x->s, "U", 1, MSG_OOB) != 1)
-			rc = failf("send: %s", errname(errno));
-		if (!rc)
-			rc = wait_for(x->c, POLLPRI, "the urgent byte");
-		if (!rc && recv(x->c, &b, 1, MSG_OOB) != 1)
-			rc = failf("recv(MSG_OOB): %s", errname(errno));
+		rc = urgent_to_c(x);
 		msleep(20);
 	}
 	if (!rc && ((n = et_look(ep, &ev)) != 1 || ev != EPOLLOUT))
@@ -332,14 +344,11 @@ static int case_epoll_et_fin_after_way_back(struct ctx *x)
 {
 	if (x->fam == AF_UNIX)
 		return skipf("urgent data is TCP's");
-	int ep = epoll_create1(EPOLL_CLOEXEC);
-	CHECK(ep >= 0, "epoll_create1: %s", errname(errno));
-	struct epoll_event e = { .events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, .data.fd = x->s };
+	int ep = et_set(x->s);
+	if (ep < 0)
+		return 1;
 	unsigned ev;
-	char b;
 	int rc = 0, n;
-	if (epoll_ctl(ep, EPOLL_CTL_ADD, x->s, &e))
-		rc = failf("epoll_ctl: %s", errname(errno));
 	if (!rc && ((n = et_look(ep, &ev)) != 1 || ev != EPOLLOUT))
 		rc = failf("after ADD: %d, %s; want 1, OUT", n, evname(ev));
 	if (!rc && shutdown(x->c, SHUT_WR))
@@ -348,12 +357,8 @@ static int case_epoll_et_fin_after_way_back(struct ctx *x)
 		rc = wait_for(x->s, POLLRDHUP, "the peer's shutdown");
 	if (!rc && ((n = et_look(ep, &ev)) != 1 || ev != (EPOLLIN | EPOLLOUT | EPOLLRDHUP)))
 		rc = failf("after its shutdown: %d, %s; want 1, IN|OUT|RDHUP", n, evname(ev));
-	if (!rc && send(x->s, "U", 1, MSG_OOB) != 1)
-		rc = failf("send: %s", errname(errno));
 	if (!rc)
-		rc = wait_for(x->c, POLLPRI, "the urgent byte");
-	if (!rc && recv(x->c, &b, 1, MSG_OOB) != 1)
-		rc = failf("recv(MSG_OOB): %s", errname(errno));
+		rc = urgent_to_c(x);
 	msleep(20);
 	for (int i = 0; !rc && i < 3; i++)
 		if ((n = et_look(ep, &ev)) != 0)
@@ -369,14 +374,12 @@ static int case_epoll_et_reset_after_way_back(struct ctx *x)
 {
 	if (x->fam == AF_UNIX)
 		return skipf("urgent data is TCP's");
-	int ep = epoll_create1(EPOLL_CLOEXEC);
-	CHECK(ep >= 0, "epoll_create1: %s", errname(errno));
-	struct epoll_event e = { .events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, .data.fd = x->s };
+	int ep = et_set(x->s);
+	if (ep < 0)
+		return 1;
 	unsigned ev;
 	char b[8];
 	int rc = 0, n;
-	if (epoll_ctl(ep, EPOLL_CTL_ADD, x->s, &e))
-		rc = failf("epoll_ctl: %s", errname(errno));
 	if (!rc && write(x->c, "abc", 3) != 3)
 		rc = failf("write: %s", errname(errno));
 	if (!rc && send(x->s, "U", 1, MSG_OOB) != 1)
