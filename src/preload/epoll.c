@@ -277,11 +277,6 @@ static void refresh(int ep, struct epset *s, int fd, struct zsock *z, bool crowd
 		g->kev = kev;
 }
 
-/* TCP's bytes received on fd (every one, also past an urgent mark, where
- * FIONREAD stops; UINT64_MAX if not known), the peer's FIN left out once
- * it came: the end is an edge of its own (report's eof), and a peer that
- * shut its ring and goes back to the kernel stream sends its FIN only
- * then, which is no new edge. */
 /* Linux's TCP states (include/net/tcp_states.h; linux/tcp.h, which has
  * tcp_info's newer fields, does not name them) */
 enum { KTCP_CLOSE = 7, KTCP_CLOSE_WAIT = 8, KTCP_LAST_ACK = 9, KTCP_CLOSING = 11 };
@@ -307,6 +302,11 @@ static bool fin_came(uint8_t st, struct zsock *z)
 	       (st == KTCP_CLOSE && zp_peer_fin(z) && !zp_peer_reset(z));
 }
 
+/* TCP's bytes received on fd (every one, also past an urgent mark, where
+ * FIONREAD stops; UINT64_MAX if not known), the peer's FIN left out once
+ * it came: the end is an edge of its own (report's eof), and a peer that
+ * shut its ring and goes back to the kernel stream sends its FIN only
+ * then, which is no new edge. */
 static uint64_t tcp_rcvd_of(int fd, struct zsock *z)
 {
 	uint8_t st = 0;
