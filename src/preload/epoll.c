@@ -48,6 +48,7 @@ struct reg {
 	uint64_t rep_rcvd;             /* ... and TCP's bytes received then
 					* (tcp_rcvd; UINT64_MAX: not known) */
 	uint64_t rep_rtail;            /* ... and the peer's ring tail */
+	uint8_t rep_tstate;            /* ... and TCP's state (0: not known) */
 	bool skip_once;                /* the kernel's report after settle */
 	bool seen_eof, seen_any;
 	uint32_t seen_state;           /* its ERR and HUP */
@@ -386,13 +387,13 @@ static bool write_freed(struct reg *g, struct zsock *z, uint64_t h)
  * hand-back; without a system call while only the ring is used:
  * the kernel stream then carried the data read before the switch and the
  * peer's wake-ups, all come or on their way. UINT64_MAX: not TCP. */
-static uint64_t rcvd_seen(struct zsock *z)
+static uint64_t rcvd_seen(struct zsock *z, uint8_t *st)
 {
+	*st = 0;
 	if (z->xh || z->is_unix)
 		return UINT64_MAX;
-	uint8_t st;
 	if (!zp_ring_only(z))
-		return tcp_bytes(z->fd, &st);
+		return tcp_bytes(z->fd, st);
 	return atomic_load_explicit(&z->o->rx_k, memory_order_relaxed) +
 	       (zp_trusted(z) ? atomic_load_explicit(&z->rx->wakes, memory_order_relaxed) : 0);
 }
@@ -401,7 +402,7 @@ static uint64_t rcvd_seen(struct zsock *z)
  * hand-back to the kernel (quiet_since) */
 static void seen_now(struct reg *g, struct zsock *z)
 {
-	g->rep_rcvd = rcvd_seen(z);
+	g->rep_rcvd = rcvd_seen(z, &g->rep_tstate);
 	g->rep_rtail = !z->xh && zp_trusted(z) ? atomic_load_explicit(&z->rx->tail,
 								       memory_order_relaxed)
 					       : 0;
@@ -409,8 +410,9 @@ static void seen_now(struct reg *g, struct zsock *z)
 
 /* A TCP socket handed back to the kernel at fd, now with events now:
  * nothing came since g's last look (no event it lacked, no byte on the
- * ring or the kernel stream, no shutdown of ours), so the kernel's report
- * of it is no edge. */
+ * ring or the kernel stream, no shutdown of ours, no change of TCP's
+ * state, which wakes the socket's waiters: a reset), so the kernel's
+ * report of it is no edge. */
 static bool quiet_since(struct reg *g, int fd, uint32_t now)
 {
 	uint64_t rtail;
@@ -420,6 +422,9 @@ static bool quiet_since(struct reg *g, int fd, uint32_t now)
 	    !zp_left_of(fd, &rtail, &wakes) || rtail != g->rep_rtail || wakes != g->seen_wakes)
 		return false;
 	uint64_t b = tcp_bytes(fd, &st);
+	if (g->rep_tstate && st != g->rep_tstate && !(b == g->rep_rcvd + 1 &&
+						       (g->rep_mask & EPOLLRDHUP)))
+		return false;
 	/* (the peer's FIN after its end was told: no new edge) */
 	return b == g->rep_rcvd ||
 	       (b == g->rep_rcvd + 1 && (g->rep_mask & EPOLLRDHUP) &&
@@ -732,8 +737,7 @@ int zp_epoll_wait(int ep, struct epoll_event *evs, int max, int timeout_ms,
 						zp_left_of(fd, &g->rep_rtail, &w);
 						g->seen_wakes = w;
 						g->rep_mask = now;
-						uint8_t st;
-						g->rep_rcvd = tcp_bytes(fd, &st);
+						g->rep_rcvd = tcp_bytes(fd, &g->rep_tstate);
 						g->seen_any = true;
 					}
 					if (g->events & EPOLLONESHOT)

@@ -407,6 +407,53 @@ static int case_epoll_et_reset_after_way_back(struct ctx *x)
 	return rc;
 }
 
+/* A TCP socket handed back to the kernel (both directions went back: an
+ * urgent byte each way), then shut both ways: the peer's data resets it
+ * (RFC 1122; Linux's tcp_rcv_state_process), which wakes its waiters: an
+ * edge, although no byte is received and, once SO_ERROR took the error,
+ * no event is new to the set. */
+static int case_epoll_et_reset_by_data_after_back(struct ctx *x)
+{
+	if (x->fam == AF_UNIX)
+		return skipf("urgent data is TCP's");
+	int ep = et_set(x->s);
+	if (ep < 0)
+		return 1;
+	unsigned ev;
+	char b[8];
+	int rc = 0, n;
+	if (send(x->c, "V", 1, MSG_OOB) != 1)
+		rc = failf("send: %s", errname(errno));
+	if (!rc)
+		rc = wait_for(x->s, POLLPRI, "the urgent byte");
+	if (!rc && recv(x->s, b, 1, MSG_OOB) != 1)
+		rc = failf("recv(MSG_OOB): %s", errname(errno));
+	if (!rc)
+		rc = urgent_to_c(x);
+	msleep(20);
+	for (int i = 0; !rc && i < 2; i++) /* (the hand-back may come in one) */
+		et_look(ep, &ev);
+	if (!rc && shutdown(x->s, SHUT_RDWR))
+		rc = failf("shutdown: %s", errname(errno));
+	if (!rc && (n = et_look(ep, &ev)) != 1)
+		rc = failf("after our shutdown: %d, %s; want 1", n, evname(ev));
+	if (!rc && (n = et_look(ep, &ev)) != 0)
+		rc = failf("again: %d, %s; want 0", n, evname(ev));
+	if (!rc && send(x->c, "late", 4, MSG_NOSIGNAL) != 4)
+		rc = failf("send: %s", errname(errno));
+	if (!rc)
+		rc = wait_for(x->s, POLLERR, "the reset");
+	int err = 0;
+	if (!rc) /* (the error read first: nothing new to the set but the wake-up) */
+		rc = so_error(x->s, &err);
+	if (!rc && err != ECONNRESET)
+		rc = failf("SO_ERROR: %s, want ECONNRESET", errname(err));
+	if (!rc && (n = et_look(ep, &ev)) != 1)
+		rc = failf("after the reset: %d, %s; want 1", n, evname(ev));
+	close(ep);
+	return rc;
+}
+
 static const struct test tests[] = {
 	{ "epoll_et_all_events", case_epoll_et_all_events },
 	{ "epoll_et_quiet_edges", case_epoll_et_quiet_edges },
@@ -419,6 +466,7 @@ static const struct test tests[] = {
 	{ "epoll_et_bytes_read_then_back", case_epoll_et_bytes_read_then_back },
 	{ "epoll_et_fin_after_way_back", case_epoll_et_fin_after_way_back },
 	{ "epoll_et_reset_after_way_back", case_epoll_et_reset_after_way_back },
+	{ "epoll_et_reset_by_data_after_back", case_epoll_et_reset_by_data_after_back },
 };
 
 int main(int argc, char **argv)
