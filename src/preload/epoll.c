@@ -408,6 +408,14 @@ static void seen_now(struct reg *g, struct zsock *z)
 					       : 0;
 }
 
+/* The events of the kernel socket at fd now that g asked for */
+static uint32_t kernel_now(struct reg *g, int fd)
+{
+	struct pollfd p = { fd, (short)(g->events & 0xffff), 0 };
+	uint32_t now = zp_real.poll(&p, 1, 0) == 1 ? (uint16_t)p.revents : 0;
+	return now & (g->events | EPOLLERR | EPOLLHUP);
+}
+
 /* A TCP socket handed back to the kernel at fd, now with events now:
  * nothing came since g's last look (no event it lacked, no byte on the
  * ring or the kernel stream, no shutdown of ours, no change of TCP's
@@ -536,9 +544,7 @@ static void settle(int ep, struct epset *s)
 		 * no shutdown of ours: events that went, as input read since,
 		 * are no edge), that one report is not passed on */
 		if ((g->events & EPOLLET) && !g->off && g->seen_any && g->rep_rcvd != UINT64_MAX) {
-			struct pollfd p = { fd, (short)(g->events & 0xffff), 0 };
-			uint32_t now = zp_real.poll(&p, 1, 0) == 1 ? (uint16_t)p.revents : 0;
-			g->skip_once = quiet_since(g, fd, now & (g->events | EPOLLERR | EPOLLHUP));
+			g->skip_once = quiet_since(g, fd, kernel_now(g, fd));
 			s->nskip += g->skip_once;
 		}
 		if (zp_real.epoll_ctl(ep, EPOLL_CTL_MOD, fd, &k)) { /* EPOLLEXCLUSIVE */
@@ -725,10 +731,7 @@ int zp_epoll_wait(int ep, struct epoll_event *evs, int max, int timeout_ms,
 					 * the kernel answered our registration, not the
 					 * program's (the next wait's settle makes it the
 					 * program's): its events now, if an edge */
-					struct pollfd p = { fd, (short)(g->events & 0xffff), 0 };
-					uint32_t now = zp_real.poll(&p, 1, 0) == 1 ? (uint16_t)p.revents
-										   : 0;
-					now &= g->events | EPOLLERR | EPOLLHUP;
+					uint32_t now = kernel_now(g, fd);
 					if (!now || ((g->events & EPOLLET) && quiet_since(g, fd, now)))
 						continue;
 					if (g->events & EPOLLET) { /* (seen: settle's MOD

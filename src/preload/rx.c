@@ -173,12 +173,11 @@ static size_t peek_past_wakes(struct zsock *z, const struct iovec *iov, int n, s
 			      size_t max)
 {
 	uint64_t due = zp_wakes_due(z);
-	char small[256], *scratch = due <= sizeof(small) ? small : malloc(due);
-	if (!scratch || due > INT32_MAX) {
-		if (scratch != small)
-			free(scratch);
+	if (due > INT32_MAX)
 		return 0; /* (nothing past them now) */
-	}
+	char small[256], *scratch = due <= sizeof(small) ? small : malloc(due);
+	if (!scratch)
+		return 0;
 	struct iovec tmp[65] = { { .iov_base = scratch, .iov_len = (size_t)due } };
 	int k = 1 + zp_iov_sub(iov, n > 64 ? 64 : n, got, max, tmp + 1);
 	struct msghdr m = { .msg_iov = tmp, .msg_iovlen = (size_t)k };
