@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "chanstat.h"
 #include "clock.h"
 #include "hs.h"
 #include "internal.h"
@@ -142,7 +143,9 @@ ZL_API int zl_connect(const char *url, const struct zl_opts *opts, int64_t timeo
 	if (!out)
 		return -EINVAL;
 	int rc = resolve(url, opts, &u, &o, &t);
-	return rc ? rc : t->connect(&u, &o, timeout_us, out);
+	if (!rc && !(rc = t->connect(&u, &o, timeout_us, out)))
+		zl_chanstat_open(*out, url);
+	return rc;
 }
 
 /* The handshakes of every pending peer run side by side (hs.c): a silent
@@ -155,8 +158,12 @@ ZL_API int zl_accept(zl_listener *l, int64_t timeout_us, zl_channel **out)
 	for (;;) {
 		struct zl_hs_out o;
 		if (zl_hs_next(l->hs, &o)) {
-			if (o.ch)
+			if (o.ch) {
+				char url[256];
 				*out = o.ch;
+				if (!zl_listener_url(l, url, sizeof(url)))
+					zl_chanstat_open(o.ch, url);
+			}
 			return o.ch ? 0 : o.err;
 		}
 		if (zl_hs_wait(l->hs, deadline))
@@ -186,8 +193,10 @@ ZL_API void zl_listener_close(zl_listener *l)
 
 ZL_API void zl_close(zl_channel *ch)
 {
-	if (ch)
-		ch->ops->close(ch);
+	if (!ch)
+		return;
+	zl_chanstat_close(ch);
+	ch->ops->close(ch);
 }
 
 /* A blocked call ends by the socket's end (its sleep and its alive check
@@ -221,7 +230,9 @@ ZL_API int zl_send(zl_channel *ch, const void *buf, size_t len, int64_t timeout_
 		return -EINVAL;
 	if (atomic_load_explicit(&ch->shut, memory_order_relaxed))
 		return -ESHUTDOWN;
-	return shut_or(ch, ch->ops->send(ch, buf, len, timeout_us));
+	int r = shut_or(ch, ch->ops->send(ch, buf, len, timeout_us));
+	zl_chanstat_tx(ch, r, !r, r ? 0 : len);
+	return r;
 }
 
 /* Without the transport's own sendv: one send after the other, under one
@@ -255,9 +266,15 @@ ZL_API int zl_sendv(zl_channel *ch, const struct zl_msgvec *v, size_t n, int64_t
 		return 0;
 	if (n > INT_MAX)
 		n = INT_MAX;
-	if (ch->ops->sendv)
-		return shut_or(ch, ch->ops->sendv(ch, v, n, timeout_us));
-	return shut_or(ch, sendv_loop(ch, v, n, timeout_us));
+	int r = shut_or(ch, ch->ops->sendv ? ch->ops->sendv(ch, v, n, timeout_us)
+					  : sendv_loop(ch, v, n, timeout_us));
+	if (__builtin_expect(ch->st_idx != 0, 0)) {
+		uint64_t bytes = 0;
+		for (int i = 0; i < r; i++)
+			bytes += v[i].len;
+		zl_chanstat_tx(ch, r, r > 0 ? (uint64_t)r : 0, bytes);
+	}
+	return r;
 }
 
 ZL_API int zl_recv(zl_channel *ch, void *buf, size_t cap, size_t *len, int64_t timeout_us)
@@ -266,7 +283,9 @@ ZL_API int zl_recv(zl_channel *ch, void *buf, size_t cap, size_t *len, int64_t t
 		return -EINVAL;
 	if (atomic_load_explicit(&ch->shut, memory_order_relaxed))
 		return -ESHUTDOWN;
-	return shut_or(ch, ch->ops->recv(ch, buf, cap, len, timeout_us));
+	int r = shut_or(ch, ch->ops->recv(ch, buf, cap, len, timeout_us));
+	zl_chanstat_rx(ch, r, !r, r ? 0 : *len);
+	return r;
 }
 
 ZL_API int zl_flush(zl_channel *ch, int64_t timeout_us)
@@ -293,7 +312,9 @@ ZL_API int zl_send_commit(zl_channel *ch, size_t len)
 		return -EINVAL;
 	if (atomic_load_explicit(&ch->shut, memory_order_relaxed))
 		return -ESHUTDOWN;
-	return shut_or(ch, ch->ops->commit(ch, len));
+	int r = shut_or(ch, ch->ops->commit(ch, len));
+	zl_chanstat_tx(ch, r, !r, r ? 0 : len);
+	return r;
 }
 
 ZL_API int zl_recv_peek(zl_channel *ch, const void **ptr, size_t *len, int64_t timeout_us)
@@ -302,10 +323,24 @@ ZL_API int zl_recv_peek(zl_channel *ch, const void **ptr, size_t *len, int64_t t
 		return -EINVAL;
 	if (atomic_load_explicit(&ch->shut, memory_order_relaxed))
 		return -ESHUTDOWN;
-	return shut_or(ch, ch->ops->peek(ch, ptr, len, timeout_us));
+	int r = shut_or(ch, ch->ops->peek(ch, ptr, len, timeout_us));
+	if (r)
+		zl_chanstat_rx(ch, r, 0, 0);
+	else
+		ch->st_peek_len = *len;
+	return r;
 }
 
-ZL_API int zl_recv_release(zl_channel *ch) { return ch ? ch->ops->release(ch) : -EINVAL; }
+ZL_API int zl_recv_release(zl_channel *ch)
+{
+	if (!ch)
+		return -EINVAL;
+	int r = ch->ops->release(ch);
+	if (!r && ch->st_peek_len != (size_t)-1) /* (a second release: no message) */
+		zl_chanstat_rx(ch, r, 1, ch->st_peek_len);
+	ch->st_peek_len = (size_t)-1;
+	return r;
+}
 
 ZL_API size_t zl_max_inline(const zl_channel *ch) { return ch ? ch->ops->max_inline(ch) : 0; }
 

@@ -151,6 +151,14 @@ struct zl_channel {
 	_Atomic int shut; /* zl_shutdown was called: calls return -ESHUTDOWN */
 	const struct zl_onesided_ops *os; /* NULL: no one-sided access */
 	bool no_linger; /* close without flushing (a server dropping a client) */
+	/* its slot of the status page (zl-ss; api.c, status.c), +1: 0 none.
+	 * Each side counts its own messages and bytes (its thread only) and
+	 * copies them there every ZL_STATUS_CHAN_EVERY of them, and when a
+	 * call of its returns without one (a timeout, -EAGAIN) */
+	int st_idx;
+	uint64_t st_tx_msgs, st_tx_bytes, st_tx_pub;
+	uint64_t st_rx_msgs, st_rx_bytes, st_rx_pub;
+	size_t st_peek_len; /* zl_recv_peek's, counted at its release */
 };
 
 struct zl_listener_ops {

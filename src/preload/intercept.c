@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "preload.h"
+#include "status.h"
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -116,8 +117,8 @@ EXPORT int connect(int fd, const struct sockaddr *a, socklen_t len)
 	if (!z && !disabled && !zp_get(fd))
 		z = zx_connect_offer(fd, a, len); /* across hosts, when configured */
 	int r = zp_real.connect(fd, a, len), e = errno;
-	if (!z && zp_no_listener && (!r || e == EINPROGRESS))
-		zp_fell_back(fd, "no preloaded listener there");
+	if (!z && zp_no_switch && (!r || e == EINPROGRESS))
+		zp_fell_back(fd, zp_no_switch);
 	if (z) {
 		if (!r || e == EINPROGRESS) {
 			atomic_store(&z->o->nonblock, (zp_real.fcntl(fd, F_GETFL) & O_NONBLOCK) != 0);
@@ -173,6 +174,7 @@ static void forget(int fd)
 	if (disabled)
 		return;
 	zp_forget(fd);
+	zl_status_clear(fd);
 	zp_epoll_close(fd);
 	zp_listen_close(fd);
 	zx_listen_close(fd);
@@ -189,9 +191,12 @@ EXPORT int close_range(unsigned first, unsigned last, int flags)
 {
 	init();
 	if (!(flags & CLOSE_RANGE_CLOEXEC))
-		for (unsigned fd = first; fd <= last && fd < (1u << 20); fd++)
+		for (unsigned fd = first; fd <= last && fd < (1u << 20); fd++) {
 			if (zs((int)fd))
 				forget((int)fd);
+			else
+				zl_status_clear((int)fd);
+		}
 	return (int)syscall(SYS_close_range, first, last, flags);
 }
 
@@ -510,6 +515,8 @@ EXPORT int dup3(int old, int new, int flags)
 	struct zsock *z = zs(old);
 	if (old != new && zs(new))
 		forget(new); /* dup3 closes it */
+	else if (old != new)
+		zl_status_clear(new);
 	int r = zp_real.dup3(old, new, flags);
 	if (r >= 0 && z)
 		zp_set(r, z);

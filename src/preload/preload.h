@@ -391,8 +391,10 @@ struct zsock *zp_map(int mem, uint32_t ring, int side, int own); /* own: the
 								   * side's memfd after exec, -1 a new one */
 void zp_listen_publish(int fd);
 struct zsock *zp_connect_offer(int fd, const struct sockaddr *a, socklen_t len);
-extern __thread bool zp_no_listener; /* zp_connect_offer found no preloaded
-				      * listener at a local address */
+extern __thread const char *zp_no_switch; /* why zp_connect_offer offered
+					  * nothing for a local address (no
+					  * preloaded listener there, another
+					  * uid's), or NULL */
 void zp_fell_back(int fd, const char *why); /* a connection stays a kernel socket:
 					     * one warn line per process, then info */
 void zp_connect_done(struct zsock *z, int ok);
@@ -448,6 +450,11 @@ extern _Atomic unsigned zp_gave_up;
  * tail, its own_wakes and its kernel shutdowns since (false: not known) */
 bool zp_left_of(int fd, uint64_t *rtail, uint32_t *wakes);
 void zp_left_wake(int fd); /* a kernel shutdown at fd */
+
+/* what zl-ss lists (publish.c): fd's switched socket, or why fd stays a
+ * kernel socket */
+void zp_pub_socket(int fd, struct zsock *z);
+void zp_pub_kernel(int fd, const char *why);
 
 /* waiting (wait.c) */
 int zp_poll(struct pollfd *fds, nfds_t n, int64_t timeout_us, const sigset_t *mask);

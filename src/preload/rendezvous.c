@@ -130,6 +130,7 @@ static struct zl_ratelimit rl_claim, rl_answer, rl_squat;
  * told otherwise, so that a user learns why without a line per success. */
 void zp_fell_back(int fd, const char *why)
 {
+	zp_pub_kernel(fd, why);
 	static atomic_bool said;
 	static struct zl_ratelimit rl;
 	if (!atomic_exchange(&said, true))
@@ -512,13 +513,16 @@ struct zsock *zp_accept_match(int lfd, int fd)
 			pending_drop(v, i);
 		}
 		if (conn < 0)
-			zp_fell_back(fd, v->np ? "accepted, no offer proven for it"
-					    : "accepted, the client is not preloaded");
+			zp_fell_back(fd, v->np ? "no offer proven for this accepted connection"
+					    : "the client is not preloaded");
 	}
 	pthread_mutex_unlock(&rdv_lock);
 	struct zsock *z = conn >= 0 ? join(fd, conn, mem, w.ring_size) : NULL;
-	if (!z)
+	if (!z) {
+		if (conn >= 0)
+			zp_fell_back(fd, "the client's rings were refused");
 		return NULL;
+	}
 	z->fd = fd;
 	z->is_unix = family == AF_UNIX;
 	ZL_LOG(ZL_LOG_DEBUG, "preload: accepted fd %d: joined the rings of pid %d", fd, (int)w.pid);
@@ -547,11 +551,11 @@ static bool local_dest(const struct sockaddr *a)
 	       (IN6_IS_ADDR_V4MAPPED(x) && x->s6_addr[12] == 127);
 }
 
-__thread bool zp_no_listener;
+__thread const char *zp_no_switch;
 
 struct zsock *zp_connect_offer(int fd, const struct sockaddr *a, socklen_t len)
 {
-	zp_no_listener = false;
+	zp_no_switch = NULL;
 	int family;
 	struct sockaddr_un u;
 	socklen_t ulen;
@@ -561,8 +565,10 @@ struct zsock *zp_connect_offer(int fd, const struct sockaddr *a, socklen_t len)
 	int c = zp_real.socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (c < 0)
 		return NULL;
-	if (zp_real.connect(c, (struct sockaddr *)&u, ulen) || !uid_ok(c)) {
-		zp_no_listener = true; /* said once the connection is made (connect) */
+	bool reached = !zp_real.connect(c, (struct sockaddr *)&u, ulen);
+	if (!reached || !uid_ok(c)) {
+		/* said once the connection is made (connect) */
+		zp_no_switch = reached ? "the listener is another uid's" : "no preloaded listener there";
 		zp_real.close(c);
 		return NULL; /* nobody preloaded listens there: a kernel socket */
 	}

@@ -126,6 +126,7 @@ void zp_set(int fd, struct zsock *z)
 	z->refs++;
 	pthread_mutex_unlock(&z->lock);
 	atomic_store_explicit(&table[fd], z, memory_order_release);
+	zp_pub_socket(fd, z);
 	int hi = atomic_load(&table_hi);
 	while (fd >= hi && !atomic_compare_exchange_weak(&table_hi, &hi, fd + 1))
 		;
@@ -455,7 +456,7 @@ void zp_atfork_child(void)
  * kernel socket again (under z->lock; epoll sets notice, wait.c). */
 _Atomic unsigned zp_gave_up;
 
-static void unswitch(struct zsock *z)
+static void unswitch(struct zsock *z, const char *why)
 {
 	atomic_store(&z->pending, false);
 	atomic_fetch_add(&zp_gave_up, 1);
@@ -468,6 +469,7 @@ static void unswitch(struct zsock *z)
 		if (atomic_load_explicit(&table[i], memory_order_relaxed) == z) {
 			atomic_store(&lefts[i].rtail, rtail);
 			atomic_store(&lefts[i].wakes, wakes);
+			zp_pub_kernel(i, why);
 		}
 		if (atomic_compare_exchange_strong(&table[i], &w, NULL))
 			z->refs--;
@@ -513,8 +515,11 @@ static void client_poll(struct zsock *z)
 				zp_real.close(z->hello_fd);
 			z->hello_fd = -1;
 			atomic_store(&z->pending, false);
+			for (int i = 0; i < atomic_load(&table_hi); i++) /* (for zl-ss) */
+				if (atomic_load_explicit(&table[i], memory_order_relaxed) == z)
+					zp_pub_socket(i, z);
 		} else if (st == ZP_GAVE_UP) {
-			unswitch(z);
+			unswitch(z, "no answer came from the other end");
 		}
 	}
 	pthread_mutex_unlock(&z->lock);
@@ -598,7 +603,7 @@ void zp_back_done(struct zsock *z)
 		atomic_store(&z->o->back_done, true);
 		ZL_LOG(ZL_LOG_DEBUG, "preload: fd %d: back on the kernel stream both ways", z->fd);
 		zp_kernel_rd_shut(z);
-		unswitch(z);
+		unswitch(z, "went back to the kernel (fd passing or urgent data)");
 	}
 	pthread_mutex_unlock(&z->lock);
 }

@@ -58,6 +58,7 @@
 #include "clock.h"
 #include "ringchan.h"
 #include "server.h"
+#include "status.h"
 
 #define EPOLL_US 100 /* between nonblocking epoll looks when only shm clients
                       * are served: a syscall costs more than a round trip */
@@ -522,6 +523,34 @@ static void set_sleeping(struct zl_server *s, uint32_t v)
 	}
 }
 
+/* The counters, copied to the status page (zl-ss) at most every
+ * ZL_STATUS_EVERY_US of the serving thread's clock reads, and before it
+ * sleeps: never per request. */
+void srv_publish(struct zl_server *s, int64_t now)
+{
+	struct zl_status_slot *st = s->st_slot >= 0 ? zl_status_slot(s->st_slot) : NULL;
+	if (!st) {
+		s->st_next = INT64_MAX; /* (ZL_STATUS=0, or no page) */
+		return;
+	}
+	s->st_next = (now ? now : zl_now_us()) + ZL_STATUS_EVERY_US;
+	uint64_t v[ZL_SC_N];
+#define GET(f) atomic_load_explicit(&s->n.f, memory_order_relaxed)
+	v[ZL_SC_CLIENTS] = GET(clients);
+	v[ZL_SC_ACCEPTED] = GET(clients_total);
+	v[ZL_SC_DROPPED] = GET(clients_dropped);
+	v[ZL_SC_REQUESTS] = GET(requests);
+	v[ZL_SC_REJECTED] = GET(rejected);
+	v[ZL_SC_SPURIOUS] = GET(spurious);
+	v[ZL_SC_RECOVERED] = GET(recovered);
+	v[ZL_SC_HS_FAILED] = GET(handshakes_failed);
+#undef GET
+	zl_status_begin(st);
+	for (int i = 0; i < ZL_SC_N; i++)
+		atomic_store_explicit(&st->ctr[i], v[i], memory_order_relaxed);
+	zl_status_end(st);
+}
+
 /* Sleep in epoll until something happens or the deadline. */
 static int sleep_until(struct zl_server *s, int64_t deadline)
 {
@@ -534,6 +563,7 @@ static int sleep_until(struct zl_server *s, int64_t deadline)
 	int served = round_once(s, zl_now_us());
 	if (!served && !s->pending && !s->nmore && !atomic_load_explicit(&s->stop, memory_order_acquire)) {
 		CNT_ADD(s, sleeps, 1);
+		srv_publish(s, 0);
 		int64_t until = s->next_sweep < deadline ? s->next_sweep : deadline;
 		/* with no shm client, nothing needs a sweep: sleep to the deadline */
 		if (!s->mbox_hi)
@@ -565,6 +595,8 @@ static int serve(struct zl_server *s, int64_t timeout_us, bool once)
 			worked = false;
 			spin_end = s->o.spin_us < 0 ? deadline : now + s->o.spin_us;
 		}
+		if (now != INT64_MIN && now >= s->st_next)
+			srv_publish(s, now);
 		int served = round_once(s, now);
 		if (!served && now != INT64_MIN && now >= spin_end && timeout_us != 0 &&
 		    now < deadline)

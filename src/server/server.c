@@ -21,6 +21,7 @@
 #include "hs.h"
 #include "server.h"
 #include "sockutil.h"
+#include "status.h"
 
 ZL_API void zl_server_opts_init(struct zl_server_opts *o)
 {
@@ -75,7 +76,7 @@ ZL_API int zl_server_create(const struct zl_server_opts *opts, zl_server **out)
 	if (!s)
 		return -ENOMEM;
 	s->o = o;
-	s->ep = s->stop_fd = s->ctl_fd = s->accept_fd = s->flags_fd = -1;
+	s->ep = s->stop_fd = s->ctl_fd = s->accept_fd = s->flags_fd = s->st_slot = -1;
 	pthread_mutex_init(&s->lock, NULL);
 	s->t_accept.kind = EP_ACCEPT;
 	s->t_stop.kind = EP_STOP;
@@ -119,6 +120,29 @@ ZL_API int zl_server_create(const struct zl_server_opts *opts, zl_server **out)
 	return 0;
 }
 
+/* The status page (zl-ss) names the server by its listeners' URLs. */
+static void srv_status_name(struct zl_server *s)
+{
+	if (s->st_slot < 0)
+		s->st_slot = zl_status_take(ZL_ST_SERVER);
+	struct zl_status_slot *st = zl_status_slot(s->st_slot);
+	if (!st)
+		return;
+	char name[sizeof(st->name)] = "";
+	size_t n = 0;
+	for (int i = 0; i < s->nlst && n + 2 < sizeof(name); i++) {
+		if (i)
+			name[n++] = ' ';
+		if (zl_listener_url(s->lst[i], name + n, sizeof(name) - n) < 0)
+			name[n] = '\0';
+		n += strlen(name + n);
+	}
+	zl_status_begin(st);
+	zl_status_str(st->name, sizeof(st->name), name);
+	zl_status_end(st);
+	srv_publish(s, 0);
+}
+
 ZL_API int zl_server_listen(zl_server *s, const char *url, const struct zl_opts *opts)
 {
 	if (!s || !url)
@@ -142,6 +166,7 @@ ZL_API int zl_server_listen(zl_server *s, const char *url, const struct zl_opts 
 	s->lst[s->nlst++] = l;
 	bool start = !s->acceptor_running;
 	pthread_mutex_unlock(&s->lock);
+	srv_status_name(s);
 	if (!start) {
 		srv_kick(s->ctl_fd);
 		return 0;
@@ -217,6 +242,7 @@ ZL_API void zl_server_close(zl_server *s)
 		srv_kick(s->ctl_fd);
 		pthread_join(s->acceptor, NULL);
 	}
+	zl_status_clear(s->st_slot);
 	zl_hs_free(s->hs); /* before the listeners its entries came from */
 	for (int i = 0; i < s->nlst; i++)
 		zl_listener_close(s->lst[i]);

@@ -104,6 +104,8 @@ struct zl_server {
 		void *arg;
 	} h[256];
 	struct srv_counters n;
+	int st_slot;      /* our slot of the status page (zl-ss), or -1 */
+	int64_t st_next;  /* ... copied the counters next at this time */
 	_Atomic bool stop;
 	int stop_fd;   /* eventfd: zl_server_stop wakes the serving thread */
 	int ep;        /* epoll: accept queue, stop, client channels (a shm
@@ -188,6 +190,8 @@ static inline int srv_settle(struct zl_server *s, zl_channel *ch, bool arm)
 
 /* accept.c: the acceptor thread (arg: the server) */
 void *srv_acceptor(void *arg);
+/* the counters to the status page (serve.c); now 0: read the clock */
+void srv_publish(struct zl_server *s, int64_t now);
 /* serve.c */
 void srv_take_ready(struct zl_server *srv); /* attach what the acceptor queued */
 /* reply.c */
