@@ -3,14 +3,15 @@
 # tools_cli.sh BUILD_DIR: the command-line conventions of every tool
 # (zl-run has its own, tests/preload/zlrun_cli.sh): --help on stdout with
 # exit 0 and nothing on stderr, --version, a bad option refused with one
-# line on stderr naming it and exit 2, and a refused connection reported
-# within a second or two (zl-ycsb waited its whole 10 s timeout).
+# line on stderr naming it and exit 2, a refused connection reported
+# within a second or two (zl-ycsb waited its whole 10 s timeout), and
+# every option listed in docs/cli.md (one name, one meaning).
 b=$1
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-for t in zl-bench zl-kvd zl-ycsb zl-proto; do
+for t in zl-bench zl-kvd zl-ycsb zl-proto zl-ss; do
 	x=$b/tools/$t
 	if [ ! -x "$x" ]; then
 		echo "skip $t: not built"
@@ -46,4 +47,14 @@ if [ -x "$b/tools/zl-ycsb" ]; then
 		echo "ok zl-ycsb refused in $ms ms ($u)"
 	done
 fi
+# one name, one meaning: every long option a tool's --help names is in
+# docs/cli.md's table, beside its namesakes in the other tools
+cli=$(dirname "$0")/../docs/cli.md
+for t in zl-bench zl-kvd zl-ycsb zl-proto zl-ss zl-run; do
+	[ -x "$b/tools/$t" ] || continue
+	for o in $("$b/tools/$t" --help 2>/dev/null | grep -oE -- '--[a-z][a-z0-9-]+' | sort -u); do
+		grep -qF -- "\`$o" "$cli" || fail "$t's $o is not in docs/cli.md"
+	done
+done
+echo "ok every option of every tool is in docs/cli.md"
 [ $fails -eq 0 ] || exit 1

@@ -23,7 +23,7 @@ static const char usage_text[] =
 	"stream and stream-compare measure one-way messages/s and GB/s instead.\n"
 	"\n"
 	"commands:\n"
-	"  compare  [--sizes 8,64,512,4096] [--iters N] [--shm-iters N] [--sock-iters N]\n"
+	"  compare  [--size 8,64,512,4096] [--iters N] [--shm-iters N] [--sock-iters N]\n"
 	"           [--csv FILE] [--png FILE] [--ucx]\n"
 	"      the floor, shm://, unix://, tcp://, tcp:// with busy-poll and a raw TCP\n"
 	"      baseline at each size; prints a table and ratios, writes CSV (default\n"

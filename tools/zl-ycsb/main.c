@@ -55,9 +55,10 @@ static const char usage_text[] =
 	"  --timeout SEC       bound on connecting and on every operation (default 10)\n"
 	"  --csv FILE          append rows: backend,workload,phase,threads,op,count,\n"
 	"                      ops_per_s,median_us,p99_us,p999_us,max_us,depth\n"
-	"  --plot FILE.png     latency bars per operation (gnuplot; skipped without it)\n"
+	"  --png FILE          latency bars per operation (gnuplot; skipped without it;\n"
+	"                      --plot FILE is the same)\n"
 	"  --label NAME        the CSV backend column (default: the URL)\n"
-	"  --quiet             no progress lines (otherwise one every 2 s on stderr)\n"
+	"  -q, --quiet         no progress lines (otherwise one every 2 s on stderr)\n"
 	"\n"
 	"A record is its fields' bytes concatenated (fieldcount x fieldlength bytes,\n"
 	"random printable ASCII) stored as one value under \"user\" + FNV-64 hash of\n"
@@ -126,7 +127,8 @@ int main(int argc, char **argv)
 		{"workload", 1, 0, 'w'}, {"phase", 1, 0, 'p'},    {"records", 1, 0, 'r'},
 		{"ops", 1, 0, 'o'},      {"fieldcount", 1, 0, 'F'}, {"fieldlength", 1, 0, 'L'},
 		{"threads", 1, 0, 't'},  {"target", 1, 0, 'T'},  {"seed", 1, 0, 's'},
-		{"timeout", 1, 0, 'x'},  {"csv", 1, 0, 'c'},     {"plot", 1, 0, 'P'},
+		{"timeout", 1, 0, 'x'},  {"csv", 1, 0, 'c'},     {"png", 1, 0, 'P'},
+		{"plot", 1, 0, 'P'}, /* (its first name) */
 		{"label", 1, 0, 'l'},    {"quiet", 0, 0, 'q'},   {"url", 1, 0, 'u'},
 		{"depth", 1, 0, 'd'},
 		{"help", 0, 0, 'h'},     {0, 0, 0, 0}};
@@ -140,7 +142,7 @@ int main(int argc, char **argv)
 	workload_set(&o.w, 'a');
 
 	opterr = 0; /* our one-line errors below */
-	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "hq", lo, NULL)) != -1) {
 		switch (c) {
 		case 'w':
 			if (strlen(optarg) != 1 || workload_set(&o.w, (char)(optarg[0] | 0x20)) < 0)

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* --plot: latency bars per operation through gnuplot (optional). */
+/* --png: latency bars per operation through gnuplot (optional). */
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
