@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * api_shutdown: zl_shutdown stops a channel from another thread, on every
- * transport here (shm, unix, tcp):
+ * transport here (shm, unix, tcp; rdma in the VM):
  *  - a thread blocked in zl_recv (an hour's timeout) returns -ESHUTDOWN
  *    within 1 s of the call, whether it sleeps (spin 0) or spins (spin
  *    without end);
@@ -9,6 +9,8 @@
  *  - later calls return -ESHUTDOWN, a second zl_shutdown is a no-op, and
  *    the peer sees the end (-ECONNRESET after what came before);
  *  - zl_close afterwards frees it (ASan: no leak, no use after free).
+ *   api_shutdown [SCHEME]   SCHEME: only ZL_TEST_URL_<SCHEME>, connecting
+ *   with ZL_TEST_CONNECT_<SCHEME> (tests/vm/rdma-suite.sh: rdma)
  * Exit 0 pass, 1 fail.
  */
 #include <errno.h>
@@ -91,8 +93,15 @@ static int pair(const char *url, int64_t spin_us, zl_channel **c, zl_channel **s
 	int r = zl_listen(url, &o, &a.l);
 	if (r)
 		return r;
-	char real[256];
+	char real[512];
 	zl_listener_url(a.l, real, sizeof real);
+	/* the connecting end's own parameters (rdma: its device), as the
+	 * channel tests take them: ZL_TEST_CONNECT_<scheme> */
+	char env[64];
+	snprintf(env, sizeof env, "ZL_TEST_CONNECT_%.*s", (int)strcspn(url, ":"), url);
+	const char *extra = getenv(env);
+	if (extra && !strchr(real, '?'))
+		snprintf(real + strlen(real), sizeof real - strlen(real), "?%s", extra);
 	pthread_t t;
 	pthread_create(&t, NULL, accept_one, &a);
 	r = zl_connect(real, &o, 5000000, c);
@@ -165,8 +174,21 @@ static void one(const char *url, int64_t spin_us, int send)
 	       (long long)spin_us, send ? "zl_send" : "zl_recv", took * 1e3);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+	if (argc > 1) { /* api_shutdown SCHEME: its ZL_TEST_URL_<scheme> only (rdma, in the VM) */
+		char env[64];
+		snprintf(env, sizeof env, "ZL_TEST_URL_%s", argv[1]);
+		const char *url = getenv(env);
+		if (!url) {
+			fprintf(stderr, "api_shutdown: %s is not set\n", env);
+			return 2;
+		}
+		one(url, 0, 0);
+		one(url, -1, 0);
+		one(url, 0, 1);
+		return failures ? 1 : 0;
+	}
 	char shm[64];
 	snprintf(shm, sizeof shm, "shm://zl-api-shutdown-%d", (int)getpid());
 	char unx[128];

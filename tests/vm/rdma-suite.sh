@@ -68,6 +68,11 @@ done
 export ZL_TEST_URL_rdma="rdma://$ZL_RDMA_IP_A:0?dev=$ZL_RDMA_DEV_A"
 export ZL_TEST_CONNECT_rdma="dev=$ZL_RDMA_DEV_B"
 run srv_basic_rdma "$B/tests/srv_basic" rdma 8
+run api_shutdown_rdma "$B/tests/api_shutdown" rdma
+# Not rdma, but only here may a test raise RLIMIT_NOFILE to 100,000 (the
+# host's container caps it at 20,000): one zl_poller with 100,000 fds and
+# 1,000 channels, its memory and its exact reports.
+run poller_scale_100k "$B/tests/poller_scale" 100000 1000
 run srv_kill_rdma "$B/tests/srv_fault" rdma kill
 run srv_rogue_rdma "$B/tests/srv_rogue_rdma"
 for c in kill memlock hostile rkey auto ring stall; do
