@@ -17,7 +17,7 @@ run() { # name, command... (ZL_SUITE_FILTER: a regex the names to run match)
 	rc=$?
 	if [ $rc -eq 0 ]; then
 		pass=$((pass + 1))
-		echo "PASS $name ($(( $(date +%s) - t0 )) s)"
+		echo "PASS $name ($(( $(date +%s) - t0 )) s): $(tail -1 "/tmp/$name.log" | cut -c1-160)"
 	elif [ $rc -eq 77 ]; then
 		echo "SKIP $name: $(tail -1 "/tmp/$name.log")"
 	else
