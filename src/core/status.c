@@ -137,13 +137,15 @@ int zl_status_take(uint16_t type)
 	pthread_mutex_lock(&lock);
 	int i = 0;
 	unsigned hi = atomic_load(&h->hi);
-	while ((unsigned)i < hi && slot_of(h, i)->type != ZL_ST_FREE)
+	while ((unsigned)i < hi &&
+	       atomic_load_explicit(&slot_of(h, i)->type, memory_order_relaxed) != ZL_ST_FREE)
 		i++;
 	struct zl_status_slot *s = i < ZL_STATUS_SLOTS ? zl_status_slot(i) : NULL;
 	if (s) {
 		zl_status_begin(s);
-		memset((char *)s + sizeof(s->seq), 0, sizeof(*s) - sizeof(s->seq));
-		s->type = type;
+		size_t from = offsetof(struct zl_status_slot, state);
+		memset((char *)s + from, 0, sizeof(*s) - from);
+		atomic_store_explicit(&s->type, type, memory_order_relaxed);
 		s->fd = s->mem_fd = s->own_fd = -1;
 		zl_status_end(s);
 	}
@@ -157,10 +159,10 @@ void zl_status_clear(int i)
 	if (!h || i < 0 || (unsigned)i >= atomic_load_explicit(&h->hi, memory_order_relaxed))
 		return;
 	struct zl_status_slot *s = slot_of(h, i);
-	if (__atomic_load_n(&s->type, __ATOMIC_RELAXED) == ZL_ST_FREE)
+	if (atomic_load_explicit(&s->type, memory_order_relaxed) == ZL_ST_FREE)
 		return;
 	zl_status_begin(s);
-	s->type = ZL_ST_FREE;
+	atomic_store_explicit(&s->type, ZL_ST_FREE, memory_order_relaxed);
 	zl_status_end(s);
 }
 
@@ -186,7 +188,7 @@ void zl_status_atfork_child(void)
 	for (unsigned i = 0; h && i < hi; i++) {
 		struct zl_status_slot *s = slot_of(old, i);
 		/* (odd: a thread of the parent's was writing it, mid-way) */
-		if (s->type != ZL_ST_FREE && !(atomic_load(&s->seq) & 1))
+		if (atomic_load(&s->type) != ZL_ST_FREE && !(atomic_load(&s->seq) & 1))
 			memcpy(slot_of(h, i), s, sizeof(*s));
 	}
 	if (h)

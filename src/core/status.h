@@ -76,7 +76,9 @@ struct zl_status_hdr {
 
 struct zl_status_slot {
 	_Atomic uint32_t seq;         /* even: stable; odd: being written */
-	uint16_t type, state;         /* enum zl_status_type, zl_status_state */
+	_Atomic uint16_t type;        /* enum zl_status_type: taken and freed by
+				       * any thread (status.c) */
+	uint16_t state;               /* enum zl_status_state */
 	int32_t fd;                   /* ZL_ST_SOCKET: the fd (= the slot) */
 	int32_t mem_fd;               /* ZL_SS_RING: the rings' memfd, else -1 */
 	int32_t own_fd;               /* ZL_SS_RING: the side's own page, else -1 */

@@ -16,7 +16,7 @@ void zp_pub_socket(int fd, struct zsock *z)
 		return;
 	uint64_t ino = zp_ino(fd);
 	zl_status_begin(s);
-	s->type = ZL_ST_SOCKET;
+	atomic_store_explicit(&s->type, ZL_ST_SOCKET, memory_order_relaxed);
 	s->state = z->xh ? ZL_SS_RDMA
 		 : atomic_load_explicit(&z->pending, memory_order_relaxed) ? ZL_SS_PENDING
 									     : ZL_SS_RING;
@@ -36,7 +36,7 @@ void zp_pub_kernel(int fd, const char *why)
 		return;
 	uint64_t ino = zp_ino(fd);
 	zl_status_begin(s);
-	s->type = ZL_ST_SOCKET;
+	atomic_store_explicit(&s->type, ZL_ST_SOCKET, memory_order_relaxed);
 	s->state = ZL_SS_KERNEL;
 	s->fd = fd;
 	s->mem_fd = s->own_fd = -1;

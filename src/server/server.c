@@ -116,15 +116,16 @@ ZL_API int zl_server_create(const struct zl_server_opts *opts, zl_server **out)
 		zl_server_close(s);
 		return r;
 	}
+	s->st_slot = zl_status_take(ZL_ST_SERVER); /* (-1: no page, not listed) */
 	*out = s;
 	return 0;
 }
 
-/* The status page (zl-ss) names the server by its listeners' URLs. */
+/* The status page (zl-ss) names the server by its listeners' URLs (its
+ * slot, taken at zl_server_create; the counters are the serving thread's
+ * to copy, srv_publish). */
 static void srv_status_name(struct zl_server *s)
 {
-	if (s->st_slot < 0)
-		s->st_slot = zl_status_take(ZL_ST_SERVER);
 	struct zl_status_slot *st = zl_status_slot(s->st_slot);
 	if (!st)
 		return;
@@ -140,7 +141,6 @@ static void srv_status_name(struct zl_server *s)
 	zl_status_begin(st);
 	zl_status_str(st->name, sizeof(st->name), name);
 	zl_status_end(st);
-	srv_publish(s, 0);
 }
 
 ZL_API int zl_server_listen(zl_server *s, const char *url, const struct zl_opts *opts)
