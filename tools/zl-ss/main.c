@@ -73,6 +73,8 @@ struct ksock {
 	char local[64], peer[64];
 	bool counted; /* TCP: bytes from the kernel's tcp_info */
 	uint64_t acked, received;
+	bool listening;
+	unsigned lport; /* TCP: the local port */
 };
 static struct ksock *ks;
 static size_t nks, capks;
@@ -89,7 +91,8 @@ static void ks_add(uint64_t ino, const char *proto, const char *l, const char *p
 	}
 	struct ksock *k = &ks[nks++];
 	k->ino = ino;
-	k->counted = false;
+	k->counted = k->listening = false;
+	k->lport = 0;
 	snprintf(k->proto, sizeof(k->proto), "%s", proto);
 	snprintf(k->local, sizeof(k->local), "%s", l);
 	snprintf(k->peer, sizeof(k->peer), "%s", p);
@@ -136,13 +139,19 @@ static void read_inet(int pid, const char *file, const char *proto, bool v6)
 	while (fgets(line, sizeof(line), f)) {
 		char l[64], r[64];
 		unsigned long long ino;
-		if (sscanf(line, " %*u: %63s %63s %*x %*x:%*x %*x:%*x %*x %*u %*u %llu", l, r,
-			   &ino) != 3)
+		unsigned st;
+		if (sscanf(line, " %*u: %63s %63s %x %*x:%*x %*x:%*x %*x %*u %*u %llu", l, r, &st,
+			   &ino) != 4)
 			continue;
 		char lt[64], rt[64];
 		inet_text(l, v6, lt, sizeof(lt));
 		inet_text(r, v6, rt, sizeof(rt));
 		ks_add(ino, proto, lt, rt);
+		if (nks && ks[nks - 1].ino == ino) {
+			const char *c = strchr(l, ':');
+			ks[nks - 1].lport = c ? (unsigned)strtoul(c + 1, NULL, 16) : 0;
+			ks[nks - 1].listening = st == 0x0a; /* TCP_LISTEN */
+		}
 	}
 	fclose(f);
 }
@@ -170,6 +179,16 @@ static struct ksock *ks_find(uint64_t ino)
 		if (ks[i].ino == ino)
 			return &ks[i];
 	return NULL;
+}
+
+/* k was accepted (a listener has its local port): the kernel made it after
+ * the handshake, so its SYN-ACK is not among its bytes acked */
+static bool accepted(const struct ksock *k)
+{
+	for (size_t i = 0; i < nks; i++)
+		if (ks[i].listening && ks[i].lport == k->lport && !strcmp(ks[i].proto, k->proto))
+			return true;
+	return false;
 }
 
 /* The bytes of every TCP socket of our network namespace, as ss -ti shows
@@ -210,9 +229,11 @@ static void tcp_bytes(int family)
 					continue;
 				memcpy(&ti, RTA_DATA(a), l < sizeof(ti) ? l : sizeof(ti));
 				if (l >= offsetof(struct tcp_info, tcpi_bytes_received) + 8) {
-					/* (the kernel counts our SYN as a byte acked,
-					 * and our FIN once acked: FIN_WAIT2, TIME_WAIT) */
-					uint64_t ctl = 1 + (m->idiag_state == 5 || m->idiag_state == 6);
+					/* (the kernel counts a connecting socket's SYN
+					 * as a byte acked, and our FIN once acked:
+					 * FIN_WAIT2, TIME_WAIT) */
+					uint64_t ctl = !accepted(k) +
+						       (m->idiag_state == 5 || m->idiag_state == 6);
 					k->counted = true;
 					k->acked = ti.tcpi_bytes_acked > ctl ? ti.tcpi_bytes_acked - ctl : 0;
 					k->received = ti.tcpi_bytes_received;
