@@ -31,6 +31,7 @@
 
 #include "cli.h"
 #include "preload.h"
+#include "page.h"
 #include "status.h"
 
 static const char usage_text[] =
@@ -301,18 +302,9 @@ static bool read_memfd(int pid, int fd, const char *name, void *buf, size_t len)
 	return ok;
 }
 
-/* a string from the page: up to its NUL within cap, printable only */
-static void clean(char *dst, const char *src, size_t cap)
-{
-	size_t i = 0;
-	for (; i < cap - 1 && src[i]; i++)
-		dst[i] = isprint((unsigned char)src[i]) && src[i] != ',' ? src[i] : '?';
-	dst[i] = '\0';
-}
-
 /* bytes each way of a switched socket: before the switch and on the rings;
  * *back: it went back to the kernel both ways */
-static bool ring_bytes(int pid, const struct zl_status_slot *s, uint64_t *out, uint64_t *in,
+static bool ring_bytes(int pid, const struct zlss_slot *s, uint64_t *out, uint64_t *in,
 		       bool *back)
 {
 	size_t ml = 0;
@@ -366,7 +358,7 @@ static void header(void)
 	row(h, 11);
 }
 
-static void show_socket(int pid, const char *comm, const struct zl_status_slot *s)
+static void show_socket(int pid, const char *comm, const struct zlss_slot *s)
 {
 	char link[64], want[64];
 	snprintf(want, sizeof(want), "socket:[%" PRIu64 "]", s->ino);
@@ -394,7 +386,7 @@ static void show_socket(int pid, const char *comm, const struct zl_status_slot *
 		path = "ring>kernel";
 	snprintf(fd, sizeof(fd), "%d", s->fd);
 	snprintf(pidt, sizeof(pidt), "%d", pid);
-	clean(why, kernel ? s->why : "", sizeof(s->why));
+	snprintf(why, sizeof(why), "%s", kernel ? s->why : "");
 	const char *c[] = { pidt, comm, fd, k ? k->proto : "?", s->side ? "server" : "client",
 			    k ? k->local : "?", k ? k->peer : "?", path, out, in,
 			    why[0] ? why : "-" };
@@ -406,12 +398,11 @@ static void show_socket(int pid, const char *comm, const struct zl_status_slot *
 	sockets_shown = !csv;
 }
 
-static void show_server(int pid, const char *comm, const struct zl_status_slot *s)
+static void show_server(int pid, const char *comm, const struct zlss_slot *s)
 {
 	if (only_kernel || only_ring)
 		return;
-	char name[96];
-	clean(name, s->name, sizeof(s->name));
+	const char *name = s->name;
 	static const char *names[ZL_SC_N] = { "clients",  "accepted", "dropped",
 					      "requests", "rejected", "spurious",
 					      "recovered", "handshakes_failed" };
@@ -420,7 +411,7 @@ static void show_server(int pid, const char *comm, const struct zl_status_slot *
 		int n = 0;
 		for (int i = 0; i < ZL_SC_N; i++)
 			n += snprintf(ctr + n, sizeof(ctr) - (size_t)n, "%s%s=%" PRIu64, i ? ";" : "",
-				      names[i], (uint64_t)atomic_load(&s->ctr[i]));
+				      names[i], s->ctr[i]);
 		snprintf(pidt, sizeof(pidt), "%d", pid);
 		const char *c[] = { pidt, comm, "-", "-", "server", name, "-", "server", "-", "-", ctr };
 		row(c, 11);
@@ -429,19 +420,19 @@ static void show_server(int pid, const char *comm, const struct zl_status_slot *
 	sep();
 	printf("server pid %d (%s) %s:", pid, comm, name);
 	for (int i = 0; i < ZL_SC_N; i++)
-		printf(" %s %" PRIu64, names[i], (uint64_t)atomic_load(&s->ctr[i]));
+		printf(" %s %" PRIu64, names[i], s->ctr[i]);
 	printf("\n");
 	listed++;
 }
 
-static void show_channel(int pid, const char *comm, const struct zl_status_slot *s)
+static void show_channel(int pid, const char *comm, const struct zlss_slot *s)
 {
 	if (only_kernel || only_ring)
 		return;
-	char name[96], pidt[16], out[24], in[24], msgs[64];
-	clean(name, s->name, sizeof(s->name));
-	uint64_t ms = atomic_load(&s->ctr[ZL_CC_MSGS_SENT]), bs = atomic_load(&s->ctr[ZL_CC_BYTES_SENT]),
-		 mr = atomic_load(&s->ctr[ZL_CC_MSGS_RECV]), br = atomic_load(&s->ctr[ZL_CC_BYTES_RECV]);
+	char pidt[16], out[24], in[24], msgs[64];
+	const char *name = s->name;
+	uint64_t ms = s->ctr[ZL_CC_MSGS_SENT], bs = s->ctr[ZL_CC_BYTES_SENT],
+		 mr = s->ctr[ZL_CC_MSGS_RECV], br = s->ctr[ZL_CC_BYTES_RECV];
 	if (csv) {
 		snprintf(pidt, sizeof(pidt), "%d", pid);
 		snprintf(out, sizeof(out), "%" PRIu64, bs);
@@ -457,6 +448,22 @@ static void show_channel(int pid, const char *comm, const struct zl_status_slot 
 	listed++;
 }
 
+struct page_ctx {
+	int pid;
+	const char *comm;
+};
+
+static void show_slot(const struct zlss_slot *s, void *arg)
+{
+	const struct page_ctx *c = arg;
+	if (s->type == ZL_ST_SOCKET)
+		show_socket(c->pid, c->comm, s);
+	else if (s->type == ZL_ST_SERVER)
+		show_server(c->pid, c->comm, s);
+	else if (s->type == ZL_ST_CHANNEL)
+		show_channel(c->pid, c->comm, s);
+}
+
 /* one status page of pid at fd; false if it is not a valid one */
 static bool show_page(int pid, int fd, const char *comm)
 {
@@ -464,35 +471,11 @@ static bool show_page(int pid, int fd, const char *comm)
 	 * that no page can make us read more) */
 	size_t len = 0, full = sizeof(struct zl_status_hdr) +
 				(size_t)ZL_STATUS_SLOTS * sizeof(struct zl_status_slot);
-	const struct zl_status_hdr *h = map_memfd(pid, fd, ZL_STATUS_NAME, full, &len);
+	const void *h = map_memfd(pid, fd, ZL_STATUS_NAME, full, &len);
 	if (!h)
 		return false;
-	bool ok = h->magic == ZL_STATUS_MAGIC && h->version == ZL_STATUS_VERSION &&
-		  h->hdr_size == sizeof(*h) && h->slot_size == sizeof(struct zl_status_slot) &&
-		  h->nslots <= ZL_STATUS_SLOTS && h->pid == pid;
-	uint32_t hi = ok ? atomic_load(&h->hi) : 0;
-	if (ok && hi > h->nslots)
-		ok = false;
-	const struct zl_status_slot *slots = (const void *)(h + 1);
-	for (uint32_t i = 0; ok && i < hi; i++) {
-		struct zl_status_slot s;
-		bool got = false;
-		for (int t = 0; t < 100 && !got; t++) {
-			uint32_t q = atomic_load_explicit(&slots[i].seq, memory_order_acquire);
-			memcpy((char *)&s + sizeof(s.seq), (const char *)&slots[i] + sizeof(s.seq),
-			       sizeof(s) - sizeof(s.seq));
-			atomic_thread_fence(memory_order_acquire);
-			got = !(q & 1) && atomic_load_explicit(&slots[i].seq, memory_order_relaxed) == q;
-		}
-		if (!got)
-			continue;
-		if (s.type == ZL_ST_SOCKET && h->role == ZL_STATUS_PRELOAD && s.fd == (int32_t)i)
-			show_socket(pid, comm, &s);
-		else if (s.type == ZL_ST_SERVER)
-			show_server(pid, comm, &s);
-		else if (s.type == ZL_ST_CHANNEL)
-			show_channel(pid, comm, &s);
-	}
+	struct page_ctx c = { pid, comm };
+	int ok = zlss_page(h, len, pid, show_slot, &c);
 	munmap((void *)h, len);
 	return ok;
 }
@@ -509,7 +492,7 @@ static int show_pid(int pid)
 		fclose(f);
 	}
 	char cl[64];
-	clean(cl, comm, sizeof(cl));
+	zlss_clean(cl, comm, sizeof(cl));
 	snprintf(path, sizeof(path), "/proc/%d/fd", pid);
 	DIR *d = opendir(path);
 	if (!d)
