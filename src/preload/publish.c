@@ -9,38 +9,42 @@
 #include "preload.h"
 #include "status.h"
 
-void zp_pub_socket(int fd, struct zsock *z)
+/* fd's slot, opened for writing as a socket in state st; NULL: none */
+static struct zl_status_slot *open_slot(int fd, uint16_t st)
 {
 	struct zl_status_slot *s = zl_status_slot(fd);
 	if (!s)
-		return;
-	uint64_t ino = zp_ino(fd);
+		return NULL;
+	uint64_t ino = zp_ino(fd); /* (before the slot is held) */
 	zl_status_begin(s);
 	atomic_store_explicit(&s->type, ZL_ST_SOCKET, memory_order_relaxed);
-	s->state = z->xh ? ZL_SS_RDMA
-		 : atomic_load_explicit(&z->pending, memory_order_relaxed) ? ZL_SS_PENDING
-									     : ZL_SS_RING;
+	s->state = st;
 	s->fd = fd;
+	s->mem_fd = s->own_fd = -1;
+	s->ino = ino;
+	s->why[0] = '\0';
+	return s;
+}
+
+void zp_pub_socket(int fd, struct zsock *z)
+{
+	struct zl_status_slot *s =
+		open_slot(fd, z->xh ? ZL_SS_RDMA
+			  : atomic_load_explicit(&z->pending, memory_order_relaxed) ? ZL_SS_PENDING
+										      : ZL_SS_RING);
+	if (!s)
+		return;
 	s->mem_fd = z->xh ? -1 : z->mem;
 	s->own_fd = z->own_fd;
 	s->side = (uint8_t)z->side;
-	s->ino = ino;
-	s->why[0] = '\0';
 	zl_status_end(s);
 }
 
 void zp_pub_kernel(int fd, const char *why)
 {
-	struct zl_status_slot *s = zl_status_slot(fd);
+	struct zl_status_slot *s = open_slot(fd, ZL_SS_KERNEL);
 	if (!s)
 		return;
-	uint64_t ino = zp_ino(fd);
-	zl_status_begin(s);
-	atomic_store_explicit(&s->type, ZL_ST_SOCKET, memory_order_relaxed);
-	s->state = ZL_SS_KERNEL;
-	s->fd = fd;
-	s->mem_fd = s->own_fd = -1;
-	s->ino = ino;
 	zl_status_str(s->why, sizeof(s->why), why);
 	zl_status_end(s);
 }
