@@ -41,6 +41,7 @@ static void leave_at_exit(void)
 
 static void resolve(void)
 {
+	zp_pid_init();
 #define R(f) zp_real.f = dlsym(RTLD_NEXT, #f)
 	R(socket);
 	R(connect);
@@ -171,7 +172,7 @@ EXPORT int accept(int fd, struct sockaddr *a, socklen_t *len) { return accept4(f
 
 static void forget(int fd)
 {
-	if (disabled)
+	if (disabled || zp_vforked())
 		return;
 	zp_forget(fd);
 	zl_status_clear(fd);
@@ -190,7 +191,7 @@ EXPORT int close(int fd)
 EXPORT int close_range(unsigned first, unsigned last, int flags)
 {
 	init();
-	if (!(flags & CLOSE_RANGE_CLOEXEC))
+	if (!(flags & CLOSE_RANGE_CLOEXEC) && !disabled && !zp_vforked())
 		for (unsigned fd = first; fd <= last && fd < (1u << 20); fd++) {
 			if (zs((int)fd))
 				forget((int)fd);
@@ -435,7 +436,7 @@ static int fcntl_common(int fd, int cmd, unsigned long arg)
 		return r;
 	if (cmd == F_SETFL)
 		atomic_store(&z->o->nonblock, (arg & O_NONBLOCK) != 0);
-	else if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC)
+	else if ((cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) && !zp_vforked())
 		zp_set(r, z);
 	return r;
 }
@@ -505,7 +506,7 @@ EXPORT int dup(int fd)
 {
 	struct zsock *z = zs(fd);
 	int r = zp_real.dup(fd);
-	if (r >= 0 && z)
+	if (r >= 0 && z && !zp_vforked())
 		zp_set(r, z);
 	return r;
 }
@@ -513,9 +514,11 @@ EXPORT int dup(int fd)
 EXPORT int dup3(int old, int new, int flags)
 {
 	struct zsock *z = zs(old);
-	if (old != new && zs(new))
+	if (z && zp_vforked()) /* (its table is its own: ours stays) */
+		z = NULL;
+	else if (old != new && zs(new))
 		forget(new); /* dup3 closes it */
-	else if (old != new)
+	else if (old != new && !zp_vforked())
 		zl_status_clear(new);
 	int r = zp_real.dup3(old, new, flags);
 	if (r >= 0 && z)

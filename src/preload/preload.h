@@ -263,6 +263,8 @@ static inline bool zp_shared_use(struct zsock *z)
 }
 
 /* fd table (sock.c) */
+bool zp_vforked(void); /* a vfork child on our memory: leave our table alone */
+void zp_pid_init(void); /* (at the preload's start) */
 struct zsock *zp_get(int fd);
 void zp_set(int fd, struct zsock *z);
 void zp_adopt(int fd, struct zsock *z); /* a new switched socket: zp_set, and

@@ -56,6 +56,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "clock.h"
@@ -90,6 +91,21 @@ static void table_init(void)
 		table = NULL;
 	}
 	table_len = table ? (int)n : 0;
+}
+
+/* A vfork child (CPython's subprocess, posix_spawn) runs on our memory
+ * until it execs or leaves, and closes and dups fds in its own table: what
+ * it does must not touch our fd table (its close of a switched socket is
+ * not ours). A fork child renews my_pid (zp_atfork_child); a vfork child
+ * runs no fork handler. */
+bool zp_vforked(void)
+{
+	return my_pid && (pid_t)syscall(SYS_getpid) != my_pid;
+}
+
+void zp_pid_init(void)
+{
+	my_pid = getpid();
 }
 
 bool zp_left_of(int fd, uint64_t *rtail, uint32_t *wakes)

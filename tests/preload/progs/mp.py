@@ -6,12 +6,14 @@ A forkserver start method (its server takes each new process's fds over a
 Unix socket with SCM_RIGHTS), a Pool, a Manager (a server on a Unix
 socket), and a socket handed to another process over a
 multiprocessing.connection Listener/Client connection (send_handle: fd
-passing over a Unix stream). Prints its results; the caller compares them
+passing over a Unix stream), and a subprocess spawned beside a connection.
+Prints its results; the caller compares them
 plain and preloaded.
 """
 import multiprocessing as mp
 import os
 import socket
+import subprocess
 import sys
 import tempfile
 import time
@@ -69,6 +71,20 @@ def main():
         proc.join(30)
         print("exit", proc.exitcode)
     os.rmdir(os.path.dirname(path))  # (the Listener removed its socket file)
+    # a subprocess (CPython spawns with vfork: the child closes fds on our
+    # memory until it execs) leaves our connections as they were: bytes
+    # sent before it still arrive
+    with socket.create_server(("127.0.0.1", 0)) as ls:
+        cl = socket.create_connection(ls.getsockname())
+        sv = ls.accept()[0]
+        cl.sendall(b"x")
+        sv.recv(1)
+        cl.sendall(b"sent before the spawn")
+        subprocess.run(["true"], check=True)
+        sv.settimeout(10)
+        print("spawn", sv.recv(100).decode())
+        cl.close()
+        sv.close()
 
 
 if __name__ == "__main__":

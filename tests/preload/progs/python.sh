@@ -1,7 +1,8 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
 # python.sh ZL_RUN: Python's multiprocessing (mp.py: a forkserver, a Pool, a
-# Manager, a socket passed over a Listener/Client connection) plain and
+# Manager, a socket passed over a Listener/Client connection, a subprocess
+# beside a switched connection) plain and
 # preloaded: the same output, fds passed over switched Unix sockets, and
 # no process left behind.
 ZL_RUN=$1
