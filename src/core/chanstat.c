@@ -32,8 +32,10 @@ void zl_chanstat_close(zl_channel *ch)
 void zl_chanstat_pub(zl_channel *ch, bool tx)
 {
 	struct zl_status_slot *s = zl_status_slot(ch->st_idx - 1);
-	if (!s)
+	if (!s) { /* (no page in a fork child: no more looks) */
+		ch->st_idx = 0;
 		return;
+	}
 	if (tx) {
 		atomic_store_explicit(&s->ctr[ZL_CC_MSGS_SENT], ch->st_tx_msgs, memory_order_relaxed);
 		atomic_store_explicit(&s->ctr[ZL_CC_BYTES_SENT], ch->st_tx_bytes, memory_order_relaxed);

@@ -17,7 +17,8 @@
  *
  * Threat model: the page is written by its process; any same-uid process
  * could write it too (through /proc/PID/fd). Its process never reads it
- * back for a decision, so such a writer changes only what zl-ss shows;
+ * back (status.c keeps what it needs in its own memory), so such a writer
+ * changes only what zl-ss shows;
  * zl-ss takes nothing in it on trust (sizes, seals, strings, indexes are
  * checked) and a page that fails a check is skipped.
  */
@@ -104,9 +105,12 @@ _Static_assert(sizeof(struct zl_status_slot) == 256, "status slot");
 struct zl_status_slot *zl_status_slot(int i);
 /* A free slot taken for `type` (its index), or -1 */
 int zl_status_take(uint16_t type);
+/* A slot's write: begin, its fields (its type through zl_status_type),
+ * end. Writes of all slots take one lock: none is on a message's path. */
 void zl_status_begin(struct zl_status_slot *s);
+void zl_status_type(struct zl_status_slot *s, uint16_t type);
 void zl_status_end(struct zl_status_slot *s);
-/* slot i free again (a socket closed); cheap when it is free already */
+/* slot i free again (a socket closed); no lock when it is free already */
 void zl_status_clear(int i);
 /* fork: the child gets its own page, a copy of the parent's */
 void zl_status_atfork_child(void);

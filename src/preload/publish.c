@@ -17,7 +17,7 @@ static struct zl_status_slot *open_slot(int fd, uint16_t st)
 		return NULL;
 	uint64_t ino = zp_ino(fd); /* (before the slot is held) */
 	zl_status_begin(s);
-	atomic_store_explicit(&s->type, ZL_ST_SOCKET, memory_order_relaxed);
+	zl_status_type(s, ZL_ST_SOCKET);
 	s->state = st;
 	s->fd = fd;
 	s->mem_fd = s->own_fd = -1;
