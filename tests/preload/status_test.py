@@ -40,7 +40,12 @@ def rows(pid, *opts):
     out = {}
     for l in lines[1:]:
         d = dict(zip(cols, l.split(",")))
-        out[d["FD"] if d["FD"] != "-" else d["PATH"]] = d
+        key = d["FD"] if d["FD"] != "-" else d["PATH"]
+        if key in out and key not in ("server", "channel"):
+            fail("zl-ss --pid %d: fd %s listed twice: '%s'" % (pid, key, r.stdout))
+        if len(l.split(",")) != len(cols):
+            fail("zl-ss --pid %d: a row of %d fields: '%s'" % (pid, len(l.split(",")), l))
+        out[key] = d
     return out, r
 
 
@@ -327,8 +332,10 @@ def slot(seq, typ, state, fd, mem, own, ino, why, name=b""):
 
 
 me = os.getpid()
-victim = socket.socket()  # a real socket of ours for slots to name
+victim = socket.socket()  # real sockets of ours for slots to name
 vfd, vino = victim.fileno(), os.fstat(victim.fileno()).st_ino
+victim2 = socket.socket()
+v2fd, v2ino = victim2.fileno(), os.fstat(victim2.fileno()).st_ino
 bad_rings = memfd("zipline-preload", 100)
 pages = []
 for seal, size, h in [(False, PAGE, hdr(me, 0)),            # not sealed
@@ -342,11 +349,11 @@ for seal, size, h in [(False, PAGE, hdr(me, 0)),            # not sealed
         fcntl.fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
     pages.append(fd)
 good = memfd("zipline-status", PAGE, seal=False)
-hi = max(vfd, 40) + 2
+hi = max(vfd, v2fd, 40) + 2
 os.pwrite(good, hdr(me, hi), 0)
 junk = bytes(range(1, 32)) + b",\x7f\xff" * 20
 os.pwrite(good, slot(2, 1, 4, vfd, -1, -1, vino, junk), 128 + 256 * vfd)       # dirty why
-os.pwrite(good, slot(3, 1, 4, vfd + 1, -1, -1, vino, b"torn"), 128 + 256 * (vfd + 1))
+os.pwrite(good, slot(3, 1, 4, v2fd, -1, -1, v2ino, b"torn"), 128 + 256 * v2fd)  # odd count
 os.pwrite(good, slot(2, 1, 2, vfd, bad_rings, 0, vino, b""), 128 + 256 * 3)  # fd != index
 os.pwrite(good, slot(2, 2, 0, -1, -1, -1, 0, b"", junk), 128 + 256 * 20)     # a server
 fcntl.fcntl(good, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)

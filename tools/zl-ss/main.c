@@ -95,8 +95,8 @@ static void ks_add(uint64_t ino, const char *proto, const char *l, const char *p
 	k->counted = k->listening = false;
 	k->lport = 0;
 	snprintf(k->proto, sizeof(k->proto), "%s", proto);
-	snprintf(k->local, sizeof(k->local), "%s", l);
-	snprintf(k->peer, sizeof(k->peer), "%s", p);
+	zlss_clean(k->local, l, sizeof(k->local)); /* (a Unix path is any bytes) */
+	zlss_clean(k->peer, p, sizeof(k->peer));
 }
 
 /* "0100007F:1F90" (IPv4) or 32 hex digits and a port (IPv6), as Linux
@@ -174,20 +174,40 @@ static void read_unix(int pid)
 	fclose(f);
 }
 
+static int ks_cmp(const void *a, const void *b)
+{
+	uint64_t x = ((const struct ksock *)a)->ino, y = ((const struct ksock *)b)->ino;
+	return x < y ? -1 : x > y;
+}
+
+/* (ks[] sorted by inode once read: ks_sort) */
 static struct ksock *ks_find(uint64_t ino)
 {
-	for (size_t i = 0; i < nks; i++)
-		if (ks[i].ino == ino)
-			return &ks[i];
-	return NULL;
+	struct ksock key = { .ino = ino };
+	return nks ? bsearch(&key, ks, nks, sizeof(*ks), ks_cmp) : NULL;
+}
+
+/* the listening sockets' ports, apart: accepted() looks at them only */
+static struct ksock *lst;
+static size_t nlst;
+
+static void ks_sort(void)
+{
+	qsort(ks, nks, sizeof(*ks), ks_cmp);
+	free(lst);
+	lst = malloc((nks ? nks : 1) * sizeof(*lst));
+	nlst = 0;
+	for (size_t i = 0; lst && i < nks; i++)
+		if (ks[i].listening)
+			lst[nlst++] = ks[i];
 }
 
 /* k was accepted (a listener has its local port): the kernel made it after
  * the handshake, so its SYN-ACK is not among its bytes acked */
 static bool accepted(const struct ksock *k)
 {
-	for (size_t i = 0; i < nks; i++)
-		if (ks[i].listening && ks[i].lport == k->lport && !strcmp(ks[i].proto, k->proto))
+	for (size_t i = 0; i < nlst; i++)
+		if (lst[i].lport == k->lport && !strcmp(lst[i].proto, k->proto))
 			return true;
 	return false;
 }
@@ -259,23 +279,57 @@ static bool fd_link(int pid, int fd, char *out, size_t cap)
 	return true;
 }
 
+/* the device of memory files (ours, made once): a file at a memfd's name
+ * that is not on it is not one */
+static dev_t memfd_dev(void)
+{
+	static dev_t dev;
+	static bool known;
+	if (!known) {
+		int m = memfd_create("zl-ss", MFD_CLOEXEC);
+		struct stat st;
+		if (m >= 0 && !fstat(m, &st))
+			dev = st.st_dev;
+		if (m >= 0)
+			close(m);
+		known = true;
+	}
+	return dev;
+}
+
+/* /proc/PID/fd/FD if it is a memfd named name, opened read-only (*st its
+ * stat), or -1. The link is checked first, and the file opened is checked
+ * again: the process may put another file at FD in between (a FIFO would
+ * block a plain open, hence O_NONBLOCK). */
+static int open_memfd(int pid, int fd, const char *name, struct stat *st)
+{
+	char link[128], want[96], path[64];
+	snprintf(want, sizeof(want), "/memfd:%s (deleted)", name);
+	if (fd < 0 || !fd_link(pid, fd, link, sizeof(link)) || strcmp(link, want))
+		return -1;
+	snprintf(path, sizeof(path), "/proc/%d/fd/%d", pid, fd);
+	int m = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	if (m < 0)
+		return -1;
+	if (fstat(m, st) || !S_ISREG(st->st_mode) || st->st_dev != memfd_dev()) {
+		close(m);
+		return -1;
+	}
+	return m;
+}
+
 /* The first len bytes of a sealed memfd named name at /proc/PID/fd/FD,
  * mapped read-only; NULL if it is not one, or shorter */
 static void *map_memfd(int pid, int fd, const char *name, size_t len, size_t *mapped)
 {
-	char link[128], want[96], path[64];
-	snprintf(want, sizeof(want), "/memfd:%s (deleted)", name);
-	if (!fd_link(pid, fd, link, sizeof(link)) || strcmp(link, want))
-		return NULL;
-	snprintf(path, sizeof(path), "/proc/%d/fd/%d", pid, fd);
-	int m = open(path, O_RDONLY | O_CLOEXEC);
+	struct stat st;
+	int m = open_memfd(pid, fd, name, &st);
 	if (m < 0)
 		return NULL;
-	struct stat st;
 	int seals = fcntl(m, F_GET_SEALS);
 	void *p = NULL;
 	/* (sealed against shrinking: the writer cannot make our reads fault) */
-	if (!fstat(m, &st) && seals >= 0 && (seals & F_SEAL_SHRINK) && (size_t)st.st_size >= len) {
+	if (seals >= 0 && (seals & F_SEAL_SHRINK) && (size_t)st.st_size >= len) {
 		p = mmap(NULL, len, PROT_READ, MAP_SHARED, m, 0);
 		if (p == MAP_FAILED)
 			p = NULL;
@@ -289,12 +343,8 @@ static void *map_memfd(int pid, int fd, const char *name, size_t len, size_t *ma
  * (pread: a file that is not sealed may shrink under a mapping) */
 static bool read_memfd(int pid, int fd, const char *name, void *buf, size_t len)
 {
-	char link[128], want[96], path[64];
-	snprintf(want, sizeof(want), "/memfd:%s (deleted)", name);
-	if (fd < 0 || !fd_link(pid, fd, link, sizeof(link)) || strcmp(link, want))
-		return false;
-	snprintf(path, sizeof(path), "/proc/%d/fd/%d", pid, fd);
-	int m = open(path, O_RDONLY | O_CLOEXEC);
+	struct stat st;
+	int m = open_memfd(pid, fd, name, &st);
 	if (m < 0)
 		return false;
 	bool ok = pread(m, buf, len, 0) == (ssize_t)len;
@@ -464,6 +514,25 @@ static void show_slot(const struct zlss_slot *s, void *arg)
 		show_channel(c->pid, c->comm, s);
 }
 
+/* pid as the process sees itself (the last of NSpid: it may live in a pid
+ * namespace of its own), which its page says */
+static int32_t own_pid(int pid)
+{
+	char path[64], line[256];
+	snprintf(path, sizeof(path), "/proc/%d/status", pid);
+	FILE *f = fopen(path, "r");
+	int32_t in = pid;
+	while (f && fgets(line, sizeof(line), f))
+		if (!strncmp(line, "NSpid:", 6)) {
+			char *t = strrchr(line, '\t');
+			in = t ? (int32_t)strtol(t + 1, NULL, 10) : pid;
+			break;
+		}
+	if (f)
+		fclose(f);
+	return in;
+}
+
 /* one status page of pid at fd; false if it is not a valid one */
 static bool show_page(int pid, int fd, const char *comm)
 {
@@ -475,7 +544,7 @@ static bool show_page(int pid, int fd, const char *comm)
 	if (!h)
 		return false;
 	struct page_ctx c = { pid, comm };
-	int ok = zlss_page(h, len, pid, show_slot, &c);
+	int ok = zlss_page(h, len, own_pid(pid), show_slot, &c);
 	munmap((void *)h, len);
 	return ok;
 }
@@ -502,18 +571,43 @@ static int show_pid(int pid)
 	struct dirent *e;
 	char link[128], want[64];
 	snprintf(want, sizeof(want), "/memfd:%s (deleted)", ZL_STATUS_NAME);
+	ino_t seen[16]; /* (a page at many fds is read once) */
+	int nseen = 0;
 	while ((e = readdir(d))) {
 		char *end;
 		long fd = strtol(e->d_name, &end, 10);
 		if (*end || fd < 0 || !fd_link(pid, (int)fd, link, sizeof(link)) || strcmp(link, want))
 			continue;
-		if (!net) { /* the addresses, from the process's own namespace */
-			nks = 0;
-			read_inet(pid, "tcp", "tcp", false);
-			read_inet(pid, "tcp6", "tcp6", true);
-			read_unix(pid);
-			tcp_bytes(AF_INET); /* (ours: the same namespace, mostly) */
-			tcp_bytes(AF_INET6);
+		struct stat st;
+		snprintf(path, sizeof(path), "/proc/%d/fd/%ld", pid, fd);
+		bool again = false;
+		if (!stat(path, &st))
+			for (int i = 0; i < nseen; i++)
+				again |= seen[i] == st.st_ino;
+		if (again)
+			continue;
+		if (nseen == 16) {
+			fprintf(stderr, "zl-ss: pid %d: more than 16 status pages: the rest skipped\n",
+				pid);
+			break;
+		}
+		seen[nseen++] = st.st_ino;
+		if (!net) { /* the addresses, from the process's own namespace
+			     * (read once for all the processes in it) */
+			static ino_t ns_read;
+			struct stat ns;
+			snprintf(path, sizeof(path), "/proc/%d/ns/net", pid);
+			bool known = !stat(path, &ns);
+			if (!known || ns.st_ino != ns_read) {
+				nks = 0;
+				read_inet(pid, "tcp", "tcp", false);
+				read_inet(pid, "tcp6", "tcp6", true);
+				read_unix(pid);
+				ks_sort();
+				tcp_bytes(AF_INET); /* (ours: the same namespace, mostly) */
+				tcp_bytes(AF_INET6);
+				ns_read = known ? ns.st_ino : 0;
+			}
 			net = true;
 		}
 		if (show_page(pid, (int)fd, cl))
@@ -563,8 +657,11 @@ int main(int argc, char **argv)
 			break;
 		case 'h': fputs(usage_text, stdout); return 0;
 		default:
-			fprintf(stderr, "zl-ss: bad or incomplete option '%s' (zl-ss --help)\n",
-				argv[optind - 1]);
+			if (optopt && optopt != 'p')
+				fprintf(stderr, "zl-ss: bad option '-%c' (zl-ss --help)\n", optopt);
+			else
+				fprintf(stderr, "zl-ss: bad or incomplete option '%s' (zl-ss --help)\n",
+					argv[optind - 1]);
 			return 2;
 		}
 	}

@@ -35,10 +35,12 @@ int zlss_page(const void *p, size_t len, int32_t pid,
 	if (hi > nslots)
 		return 0;
 	const struct zl_status_slot *slots = (const void *)(h + 1);
+	int budget = 4096; /* retries for torn slots, in all: a page whose every
+			    * slot stays "being written" costs one look each */
 	for (uint32_t i = 0; i < hi; i++) {
 		struct zl_status_slot s;
 		bool got = false;
-		for (int t = 0; t < 100 && !got; t++) {
+		for (int t = 0; !got && (t == 0 || (t < 100 && budget-- > 0)); t++) {
 			uint32_t q = atomic_load_explicit(&slots[i].seq, memory_order_acquire);
 			memcpy((char *)&s + sizeof(s.seq), (const char *)&slots[i] + sizeof(s.seq),
 			       sizeof(s) - sizeof(s.seq));
