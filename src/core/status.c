@@ -138,8 +138,6 @@ struct zl_status_slot *zl_status_slot(int i)
 	uint32_t n = atomic_load_explicit(&hi, memory_order_relaxed);
 	while ((uint32_t)i >= n && !atomic_compare_exchange_weak(&hi, &n, (uint32_t)i + 1))
 		;
-	if ((uint32_t)i >= n) /* (the page's copy, for zl-ss; never read here) */
-		atomic_store_explicit(&h->hi, atomic_load(&hi), memory_order_release);
 	return slot_of(h, (uint32_t)i);
 }
 
@@ -152,6 +150,10 @@ static void seq_step(uint32_t i, struct zl_status_slot *s)
 void zl_status_begin(struct zl_status_slot *s)
 {
 	pthread_mutex_lock(&lock);
+	/* (the page's copy of hi, for zl-ss, under the lock: never smaller
+	 * than a slot written; never read here) */
+	struct zl_status_hdr *h = atomic_load_explicit(&page, memory_order_relaxed);
+	atomic_store_explicit(&h->hi, atomic_load(&hi), memory_order_release);
 	seq_step(index_of(s), s);
 	atomic_thread_fence(memory_order_release);
 }
