@@ -57,6 +57,17 @@ static int et_look(int ep, unsigned *ev)
 	return n;
 }
 
+/* No edge in `looks` looks (what: when); 0, or the failure */
+static int no_edge(int ep, int looks, const char *what)
+{
+	unsigned ev;
+	int n;
+	for (int i = 0; i < looks; i++)
+		if ((n = et_look(ep, &ev)) != 0)
+			return failf("%s (look %d): %d, %s; want 0", what, i, n, evname(ev));
+	return 0;
+}
+
 /* EPOLLET edges that no byte makes: our own shutdown wakes the socket's
  * waiters (also one that fails, on a closed TCP socket), and on TCP the
  * bytes that come after an urgent mark are an edge although FIONREAD
@@ -277,9 +288,8 @@ static int back_on_kernel(struct ctx *x, int shut)
 		if (!rc && ((n = et_look(ep, &ev)) != 1 || ev != EPOLLOUT))
 			rc = failf("after our shutdown: %d, %s; want 1, OUT", n, evname(ev));
 	}
-	for (int i = 0; !rc && i < 2; i++) /* (the first look may hand it back) */
-		if ((n = et_look(ep, &ev)) != 0)
-			rc = failf("after reads only (look %d): %d, %s; want 0", i, n, evname(ev));
+	if (!rc) /* (the first look may hand it back) */
+		rc = no_edge(ep, 2, "after reads only");
 	close(ep);
 	return rc;
 }
@@ -319,9 +329,8 @@ static int bytes_read_before_look(struct ctx *x, int back)
 	}
 	if (!rc && ((n = et_look(ep, &ev)) != 1 || ev != EPOLLOUT))
 		rc = failf("after bytes read: %d, %s; want 1, OUT", n, evname(ev));
-	for (int i = 0; !rc && i < 2; i++)
-		if ((n = et_look(ep, &ev)) != 0)
-			rc = failf("again (look %d): %d, %s; want 0", i, n, evname(ev));
+	if (!rc)
+		rc = no_edge(ep, 2, "again");
 	close(ep);
 	return rc;
 }
@@ -360,9 +369,8 @@ static int case_epoll_et_fin_after_way_back(struct ctx *x)
 	if (!rc)
 		rc = urgent_to_c(x);
 	msleep(20);
-	for (int i = 0; !rc && i < 3; i++)
-		if ((n = et_look(ep, &ev)) != 0)
-			rc = failf("after its way back (look %d): %d, %s; want 0", i, n, evname(ev));
+	if (!rc)
+		rc = no_edge(ep, 3, "after its way back");
 	close(ep);
 	return rc;
 }
@@ -400,9 +408,8 @@ static int case_epoll_et_reset_after_way_back(struct ctx *x)
 	if (!rc && recv(x->s, b, sizeof b, MSG_DONTWAIT) != 0)
 		rc = failf("recv: %s, want the end", errname(errno));
 	msleep(20);
-	for (int i = 0; !rc && i < 3; i++)
-		if ((n = et_look(ep, &ev)) != 0)
-			rc = failf("after reads only (look %d): %d, %s; want 0", i, n, evname(ev));
+	if (!rc)
+		rc = no_edge(ep, 3, "after reads only");
 	close(ep);
 	return rc;
 }
