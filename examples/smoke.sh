@@ -1,6 +1,7 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
-# Run the examples against each other. usage: smoke.sh DIR_WITH_EXAMPLES
+# Run the examples against each other (echo over shm, tcp and unix; zero
+# copy; a poll loop; rpc over shm and tcp). usage: smoke.sh DIR_WITH_EXAMPLES
 set -eu
 
 bin=${1:?usage: smoke.sh DIR}
@@ -13,26 +14,32 @@ cleanup() {
 		kill "$server" 2>/dev/null || true
 		wait "$server" 2>/dev/null || true
 	fi
-	rm -f "$sock" "/tmp/zl-ex-poll-$$.sock"
+	rm -f "$sock" "/tmp/zl-ex-poll-$$.sock" "/tmp/zl-ex-echo-$$.out"
 }
 trap cleanup EXIT
 trap 'exit 1' INT TERM
 
-echo "== echo_server $url 1 (background)"
-timeout 60 "$bin/echo_server" "$url" 1 &
-server=$!
-
-echo "== echo_client $url 1000 64"
-timeout 30 "$bin/echo_client" "$url" 1000 64
-
-# The server exits after its one client; its status is the test's.
-rc=0
-wait "$server" || rc=$?
-server=
-if [ "$rc" -ne 0 ]; then
-	echo "echo_server failed (exit $rc)"
-	exit 1
-fi
+# A new user's first program: echo over each transport of this host.
+for u in "shm://zl-ex-echo-$$" "tcp://127.0.0.1:0" "$url"; do
+	echo "== echo_server $u 1 (background), then echo_client 1000 64"
+	out=/tmp/zl-ex-echo-$$.out
+	timeout 60 "$bin/echo_server" "$u" 1 > "$out" &
+	server=$!
+	for i in $(seq 100); do grep -q "^listening on" "$out" && break; sleep 0.05; done
+	real=$(sed -n 's/^listening on //p' "$out")
+	[ -n "$real" ] || { echo "echo_server $u did not start"; cat "$out"; exit 1; }
+	timeout 30 "$bin/echo_client" "$real" 1000 64
+	# The server exits after its one client; its status is the test's.
+	rc=0
+	wait "$server" || rc=$?
+	server=
+	cat "$out"
+	rm -f "$out"
+	if [ "$rc" -ne 0 ]; then
+		echo "echo_server $u failed (exit $rc)"
+		exit 1
+	fi
+done
 
 echo "== zerocopy shm://zl-ex-zc-$$ 100000"
 timeout 30 "$bin/zerocopy" "shm://zl-ex-zc-$$" 100000
