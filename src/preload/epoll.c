@@ -308,11 +308,10 @@ static bool fin_came(uint8_t st, struct zsock *z)
  * it came: the end is an edge of its own (report's eof), and a peer that
  * shut its ring and goes back to the kernel stream sends its FIN only
  * then, which is no new edge. */
-static uint64_t tcp_rcvd_of(int fd, struct zsock *z)
+static uint64_t tcp_rcvd_of(int fd, struct zsock *z, uint8_t *st)
 {
-	uint8_t st = 0;
-	uint64_t b = tcp_bytes(fd, &st);
-	return b != UINT64_MAX && b && fin_came(st, z) ? b - 1 : b;
+	uint64_t b = tcp_bytes(fd, st);
+	return b != UINT64_MAX && b && fin_came(*st, z) ? b - 1 : b;
 }
 
 /* Where the input stands, for edges: the peer's data bytes that came, on
@@ -320,8 +319,9 @@ static uint64_t tcp_rcvd_of(int fd, struct zsock *z)
  * kernel got, less the wake-ups the peer sent), one count whichever path
  * carries them, so that moving from one to the other is no edge. While
  * only the ring is used (not kin) the kernel's data were all read. */
-static uint64_t in_mark(struct zsock *z, bool kin)
+static uint64_t in_mark(struct zsock *z, bool kin, uint8_t *kst)
 {
+	*kst = 0;
 	if (z->xh)
 		return zx_rx_mark(z);
 	uint64_t t = atomic_load_explicit(&z->rx->tail, memory_order_relaxed) +
@@ -331,7 +331,7 @@ static uint64_t in_mark(struct zsock *z, bool kin)
 	uint64_t w = zp_trusted(z) ? atomic_load_explicit(&z->rx->wakes, memory_order_relaxed) : 0;
 	/* TCP: every byte that came (bytes after an urgent mark are an edge
 	 * too), read or not */
-	uint64_t rc = z->is_unix ? UINT64_MAX : tcp_rcvd_of(z->fd, z);
+	uint64_t rc = z->is_unix ? UINT64_MAX : tcp_rcvd_of(z->fd, z, kst);
 	if (rc != UINT64_MAX)
 		return t - atomic_load_explicit(&z->o->rx_k, memory_order_relaxed) + rc - w;
 	int q = 0;
@@ -463,12 +463,16 @@ static int report(struct reg *g, struct zsock *z, uint32_t r, bool kin, struct e
 	if (!r || g->off)
 		return 0;
 	if (g->events & EPOLLET) {
-		uint64_t t = in_mark(z, kin);
+		uint8_t kst;
+		uint64_t t = in_mark(z, kin, &kst);
 		uint64_t h = out_mark(z);
 		/* a reset wakes the socket once, also when its error was read
-		 * before this look (the sticky marks of one: ours, played) */
+		 * before this look (the sticky marks of one: ours, played; and
+		 * the kernel socket's own, while it carries our input: its
+		 * reset, or the peer's FIN that ends it, as TCP_CLOSE) */
 		uint32_t state = (r & (EPOLLERR | EPOLLHUP)) |
-				 (!z->xh && (z->o->gone_sent || zp_peer_reset(z)) ? 1u << 31 : 0);
+				 (!z->xh && (z->o->gone_sent || zp_peer_reset(z)) ? 1u << 31 : 0) |
+				 (kst == KTCP_CLOSE ? 1u << 30 : 0);
 		bool eof = (r & EPOLLRDHUP) != 0;
 		/* (bytes that came are an edge for a registration that asked for
 		 * input, also when read since: the report says what is now) */

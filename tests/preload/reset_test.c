@@ -27,6 +27,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/epoll.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 
@@ -472,6 +473,44 @@ static int case_data_after_both_shut_on_kernel(struct ctx *x)
 	return 0;
 }
 
+/* The same reset, seen by an edge-triggered epoll set, with the peer's
+ * bytes unread: the reset wakes the socket's waiters, so the next
+ * epoll_wait reports it also when its error was read (SO_ERROR) before
+ * the wait and the events are the ones reported before. */
+static int case_reset_on_kernel_wakes_et(struct ctx *x)
+{
+	char u;
+	int err;
+	if (x->fam == AF_UNIX)
+		return skipf("a reset is TCP's here");
+	/* (the peer's urgent byte: its sends go on the kernel stream; ours
+	 * stay where they are) */
+	EXPECT_RET(send(x->s, "unread", 6, 0), 6);
+	EXPECT_RET(send(x->s, "V", 1, MSG_OOB), 1);
+	TRY(wait_for(x->c, POLLPRI, "the peer's urgent byte"));
+	EXPECT_RET(recv(x->c, &u, 1, MSG_OOB), 1);
+	EXPECT_OK(shutdown(x->c, SHUT_RDWR));
+	TRY(wait_for(x->s, POLLRDHUP, "our shutdown"));
+	int ep = epoll_create1(EPOLL_CLOEXEC);
+	CHECK(ep >= 0, "epoll_create1: %s", errname(errno));
+	struct epoll_event e = { .events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLPRI | EPOLLET },
+			   got[4];
+	int rc = epoll_ctl(ep, EPOLL_CTL_ADD, x->c, &e);
+	int first = epoll_wait(ep, got, 4, 0), again = epoll_wait(ep, got, 4, 0);
+	int sent = (int)send(x->s, "late", 4, MSG_NOSIGNAL);
+	int waited = wait_for(x->c, POLLERR, "the reset");
+	int soe = so_error(x->c, &err);
+	int after = epoll_wait(ep, got, 4, 0);
+	close(ep);
+	CHECK(rc == 0, "epoll_ctl: %s", errname(errno));
+	CHECK(first == 1 && again == 0, "before the reset: %d then %d reports, want 1 then 0", first,
+	      again);
+	CHECK(sent == 4 && waited == 0 && soe == 0 && err == ECONNRESET,
+	      "the peer's send %d, the reset: SO_ERROR %s", sent, errname(err));
+	CHECK(after == 1, "after the reset (its error read): %d reports, want 1", after);
+	return 0;
+}
+
 /* The peer shuts its sending side (a FIN), then closes with our bytes
  * unread (a reset). */
 static int fin_then_reset(struct ctx *x)
@@ -740,6 +779,7 @@ static const struct test tests[] = {
 	{ "reset_peer_closes_quiet", case_reset_peer_closes_quiet },
 	{ "reset_told_by_kernel_send", case_reset_told_by_kernel_send },
 	{ "data_after_both_shut_on_kernel", case_data_after_both_shut_on_kernel },
+	{ "reset_on_kernel_wakes_et", case_reset_on_kernel_wakes_et },
 	{ "own_shut_wr_wakes_sender", case_own_shut_wr_wakes_sender },
 	{ "own_shut_wr_wakes_splice", case_own_shut_wr_wakes_splice },
 	{ "own_shut_wr_wakes_poll", case_own_shut_wr_wakes_poll },
