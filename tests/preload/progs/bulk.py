@@ -6,10 +6,14 @@
                                serve one connection, print the sha256 of
                                what came, exit
   bulk.py client PORT N [DONE] connect, print the sha256 of what came back;
-                               with DONE, close only once the file DONE is
-                               not empty (the server's result: a proxy
-                               between them may reset the server's side
-                               when the client closes first)
+                               with DONE, shut its sending side only after
+                               the server's stream ended, and close only
+                               once the file DONE is not empty (the
+                               server's result): HAProxy 2.6 with splice
+                               cuts a stream short or resets it when the
+                               two ends' shutdowns cross it at once, or
+                               when the client closes first, also without
+                               any preload
   bulk.py expect N SEED        the sha256 of the stream SEED of N bytes
 
 Each side sends the stream of its seed (client 1, server 2: a 1 MiB block
@@ -41,9 +45,13 @@ def stream(seed, n):
 
 
 def run(sock, seed, n, done=None):
+    ended = threading.Event()  # the peer's stream came to its end
+
     def send():
         for c in stream(seed, n):
             sock.sendall(c)
+        if done and os.environ.get("ZL_BULK_CROSSING") != "1":
+            ended.wait(120)
         sock.shutdown(socket.SHUT_WR)
     t = threading.Thread(target=send)
     t.start()
@@ -53,6 +61,7 @@ def run(sock, seed, n, done=None):
     while True:
         k = sock.recv_into(buf)
         if not k:
+            ended.set()
             break
         h.update(memoryview(buf)[:k])
         got += k
