@@ -78,6 +78,22 @@ run srv_rogue_rdma "$B/tests/srv_rogue_rdma"
 for c in kill memlock hostile rkey auto ring stall; do
 	run "verbs_$c" "$B/src/transport/verbs/verbs_test" "$c" split
 done
+# The sender's close on a slow, lossy link (device B's packets 10 ms late,
+# 3% lost: a full ring's recovery takes many round trips after the sender
+# closed and exited): its stream's tail must arrive.
+closetail_rdma() {
+	local rc
+	tc qdisc add dev veth1 root netem delay 10ms loss 3% || { echo "SKIP: no tc netem"; return 77; }
+	local out
+	out=$("$B/src/transport/verbs/verbs_test" closetail split 2>&1)
+	rc=$?
+	tc qdisc del dev veth1 root
+	printf '%s\n' "$out" | grep -v '^closetail:'
+	printf '%s\n' "$out" | grep '^closetail:' # (last: the suite shows it)
+	return $rc
+}
+export -f closetail_rdma
+run closetail_rdma bash -c closetail_rdma
 # The one-sided store (src/onesided) over rdma: the server on rxe0, its
 # clients on rxe1, through READ, WRITE and CMP_AND_SWP on the chunk.
 export ZL_OS_TEST_SCHEME=rdma

@@ -71,6 +71,12 @@
 #include "sockutil.h"
 #include "verbs_wire.h"
 
+/* RC's retransmission: a try waits 4.096 us << QP_TIMEOUT_EXP (~67 ms),
+ * and QP_RETRIES retries follow the first; then the queue pair fails. */
+#define QP_TIMEOUT_EXP 14
+#define QP_RETRIES 7
+#define QP_TIMEOUT_US ((int64_t)4096 * (1 << QP_TIMEOUT_EXP) / 1000)
+
 #define SQ_DEPTH 128
 #define RQ_DEPTH 512   /* split: one receive per record in flight */
 #define RECV_BATCH 32  /* receives given back at once on the message path */
@@ -823,10 +829,16 @@ static int os_post(struct rd_chan *v, struct ibv_send_wr *wr);
 
 /* Before the queue pair goes, what we posted (the last records, the close
  * record) must have left: destroying a queue pair flushes its send queue,
- * and a process that exits right after zl_close would lose them. One
- * signaled 0-byte WRITE; RC completes in order, so its completion covers
- * every request before it. Not for a peer that is gone (its end of the
- * side connection): the WRITE would only retry; and 100 ms at most. */
+ * and a process that exits right after zl_close would lose them (as TCP's
+ * close does not: the kernel keeps sending). One signaled 0-byte WRITE;
+ * RC completes in order, so its completion covers every request before
+ * it. We wait for it while the queue makes progress (a completion within
+ * the transport's own retry budget, QP_TIMEOUT_US a try and QP_RETRIES
+ * retries, after which RC itself fails the queue pair): a fixed bound
+ * shorter than a recovery from lost packets would lose the stream's tail
+ * on a slow or lossy link. Not for a peer that is gone (its end of the
+ * side connection, looked at every millisecond): the WRITE would only
+ * retry. */
 static void drain_sq(struct rd_chan *v)
 {
 	if (!v->qp || v->qp_failed || v->rc.peer_closed || sock_gone(v))
@@ -836,10 +848,29 @@ static void drain_sq(struct rd_chan *v)
 	wr.wr.rdma.rkey = v->peer.ctl_rkey;
 	if (os_post(v, &wr))
 		return;
-	int64_t deadline = zl_now_us() + 100000;
+	const int64_t budget = (QP_RETRIES + 1) * QP_TIMEOUT_US + 100000;
+	int64_t start = zl_now_us(), look = start + 1000, deadline = start + budget;
 	lock(v);
-	while (v->completed < v->os_target && !reap(v) && zl_now_us() < deadline)
-		zl_cpu_relax();
+	uint64_t seen = v->completed;
+	while (v->completed < v->os_target && !reap(v) && !v->qp_failed) {
+		int64_t now = zl_now_us();
+		if (v->completed != seen) { /* progress: the budget starts again */
+			seen = v->completed;
+			deadline = now + budget;
+		}
+		if (now >= deadline)
+			break;
+		if (now < start + 1000) {
+			zl_cpu_relax(); /* (the usual case: microseconds) */
+			continue;
+		}
+		if (now >= look) {
+			if (sock_gone(v))
+				break;
+			look = now + 1000;
+		}
+		usleep(100);
+	}
 	unlock(v);
 }
 
@@ -1208,8 +1239,8 @@ static int modify_qp(struct rd_chan *v, const struct rd_params *p, int gid_index
 		return -errno;
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RTS;
-	a.timeout = 14;   /* ~67 ms per try */
-	a.retry_cnt = 7;
+	a.timeout = QP_TIMEOUT_EXP;
+	a.retry_cnt = QP_RETRIES;
 	a.rnr_retry = 7;  /* wakeups may briefly find no receive posted */
 	a.sq_psn = my_psn;
 	a.max_rd_atomic = v->dev->rd_atom;

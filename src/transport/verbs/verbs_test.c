@@ -5,7 +5,7 @@
  *
  *   verbs_test CASE [single|split|auto]
  *   CASE: sizes | kill | memlock | hostile | rkey | auto | ring | stall | counts |
- *         sleepcounts
+ *         sleepcounts | batchcounts | closetail
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -609,6 +609,59 @@ static void case_batchcounts(void)
 	pair_close(&p);
 }
 
+/* The stream's tail survives the sender's close and exit on a slow link
+ * (the suite delays device B's packets: closetail_rdma): zl_close waits
+ * until what was posted has left, within the transport's retry budget,
+ * before the queue pair goes. The sender posts a full ring and exits at
+ * once; every message must arrive, then the end. */
+static void case_closetail(void)
+{
+	enum { N = 256, SIZE = 4000 };
+	char su[256], cu[256];
+	zl_listener *l;
+	url(su, sizeof(su), 7612, dev_a, "&ring=1048576");
+	url(cu, sizeof(cu), 7612, dev_b, "&ring=1048576");
+	CHECK_RC(zl_listen(su, NULL, &l), 0);
+	pid_t pid = fork();
+	if (pid == 0) {
+		zl_channel *c;
+		static uint8_t out[SIZE];
+		int r = zl_connect(cu, NULL, TMO, &c);
+		for (int i = 0; !r && i < N; i++) {
+			fill(out, SIZE, (uint32_t)i);
+			r = zl_send(c, out, SIZE, 4 * TMO);
+		}
+		if (r) {
+			printf("sender: %s\n", zl_strerror(r));
+			_exit(2);
+		}
+		zl_close(c);
+		_exit(0);
+	}
+	zl_channel *ch = accept_one(l);
+	static uint8_t in[SIZE + 1], want[SIZE];
+	size_t len;
+	int n = 0, r;
+	double t0 = now_s();
+	while (!(r = zl_recv(ch, in, sizeof(in), &len, 4 * TMO))) {
+		fill(want, SIZE, (uint32_t)n);
+		if (len != SIZE || memcmp(in, want, SIZE))
+			FAIL("message %d: %zu bytes or different", n, len);
+		n++;
+	}
+	int st = -1;
+	waitpid(pid, &st, 0);
+	if (!WIFEXITED(st) || WEXITSTATUS(st))
+		FAIL("the sender failed (status %d)", st);
+	if (n != N || r != -ECONNRESET)
+		FAIL("%d of %d messages, then %d (%s): the stream's tail was lost at the sender's close",
+		     n, N, r, zl_strerror(r));
+	printf("closetail: %d messages of %d B, all of them, then the end, %.2f s\n", n, SIZE,
+	       now_s() - t0);
+	zl_close(ch);
+	zl_listener_close(l);
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IONBF, 0);
@@ -647,6 +700,8 @@ int main(int argc, char **argv)
 		case_counts(true);
 	else if (!strcmp(argv[1], "batchcounts"))
 		case_batchcounts();
+	else if (!strcmp(argv[1], "closetail"))
+		case_closetail();
 	else
 		return 2;
 	printf("PASS verbs_test %s %s\n", argv[1], order);
