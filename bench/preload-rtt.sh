@@ -6,8 +6,9 @@
 #   bench/preload-rtt.sh [BUILD_DIR] [--rounds N] [--secs S] [--out DIR]
 #
 # Per round, in this order:
-#   sockperf ping-pong, 64 B over loopback TCP, round trip (RTT, us):
-#     kernel TCP, then both ends under zl-run;
+#   sockperf ping-pong, 64 B over loopback TCP, round trip (RTT, us), its
+#     server waiting in each style (-F epoll, poll, select, recvfrom: a
+#     blocking read): kernel TCP, then both ends under zl-run;
 #   redis-benchmark -c 1 -P 1 GET, 200,000 requests (requests/s and
 #     average latency): kernel TCP, a kernel Unix socket, then both ends
 #     under zl-run (over TCP);
@@ -71,16 +72,16 @@ reap() {
 }
 failed=0
 
-sockperf_run() { # round mode
+sockperf_run() { # round mode style
 	local pre=() p; p=$(port)
 	[ "$2" = zl ] && pre=("$zlrun" --)
-	ZL_LOG=warn counted srv "${pre[@]}" taskset -c 1 sockperf server --tcp -i 127.0.0.1 -p "$p" \
+	ZL_LOG=warn counted srv "${pre[@]}" taskset -c 1 sockperf server --tcp -F "$3" -i 127.0.0.1 -p "$p" \
 		> /dev/null 2>&1 &
 	local spid=$!
 	sleep 1
 	ZL_LOG=warn counted cli "${pre[@]}" taskset -c 0 sockperf ping-pong --tcp -i 127.0.0.1 -p "$p" \
 		-t "$secs" -m 64 --full-rtt > "$tmp/sp.out" 2>&1
-	pkill -INT -f "sockperf server --tcp -i 127.0.0.1 -p $p\$"; reap "$spid"
+	pkill -INT -f "sockperf server --tcp -F $3 -i 127.0.0.1 -p $p\$"; reap "$spid"
 	local med p99 p999 max n
 	med=$(awk '/percentile 50.000/ { print $NF }' "$tmp/sp.out")
 	p99=$(awk '/percentile 99.000/ { print $NF }' "$tmp/sp.out")
@@ -88,9 +89,9 @@ sockperf_run() { # round mode
 	max=$(awk '/<MAX> observation/ { print $NF }' "$tmp/sp.out")
 	n=$(sed -n 's/.*SentMessages=\([0-9]*\).*/\1/p' "$tmp/sp.out" | head -1)
 	if [ -z "$med" ] || [ -z "$n" ]; then
-		echo "preload-rtt: sockperf $2 failed" >&2; failed=1; return
+		echo "preload-rtt: sockperf $3 $2 failed" >&2; failed=1; return
 	fi
-	echo "$1,sockperf-64B,$2,$med,$p99,$p999,$max,,$(per "$(calls srv)" "$n"),$(per "$(calls cli)" "$n")" >> "$csv"
+	echo "$1,sockperf-64B-$3,$2,$med,$p99,$p999,$max,,$(per "$(calls srv)" "$n"),$(per "$(calls cli)" "$n")" >> "$csv"
 }
 
 redis_run() { # round mode
@@ -114,7 +115,9 @@ redis_run() { # round mode
 }
 
 for r in $(seq 1 "$rounds"); do
-	for m in kernel zl; do sockperf_run "$r" "$m"; done
+	for st in epoll poll select recvfrom; do
+		for m in kernel zl; do sockperf_run "$r" "$m" "$st"; done
+	done
 	for m in kernel unix zl; do redis_run "$r" "$m"; done
 done
 
@@ -126,15 +129,17 @@ def med(prog, mode, col):
     v = [float(r[col]) for r in rows if r['program'] == prog and r['mode'] == mode and r[col]]
     return statistics.median(v) if v else float('nan')
 out = ["| program | mode | median | server calls/msg | client calls/msg |", "|---|---|---|---|---|"]
-for prog, col, unit in (("sockperf-64B", "median_us", "us RTT"), ("redis-c1-get", "rps", "req/s")):
+styles = ("epoll", "poll", "select", "recvfrom")
+for prog, col, unit in tuple((f"sockperf-64B-{s}", "median_us", "us RTT") for s in styles) + (("redis-c1-get", "rps", "req/s"),):
     for mode in ("kernel", "unix", "zl"):
         if not any(r['program'] == prog and r['mode'] == mode for r in rows):
             continue
         out.append(f"| {prog} | {mode} | {med(prog, mode, col):.3f} {unit} | "
                    f"{med(prog, mode, 'server_calls'):.4f} | {med(prog, mode, 'client_calls'):.4f} |")
-rtt = med("sockperf-64B", "kernel", "median_us") / med("sockperf-64B", "zl", "median_us")
 out.append("")
-out.append(f"sockperf RTT: zl {rtt:.1f}x faster than kernel TCP")
+for s in styles:
+    p = f"sockperf-64B-{s}"
+    out.append(f"sockperf RTT ({s} server): zl {med(p, 'kernel', 'median_us') / med(p, 'zl', 'median_us'):.1f}x faster than kernel TCP")
 for base in ("kernel", "unix"):
     out.append(f"redis -c1 GET: zl {med('redis-c1-get', 'zl', 'rps') / med('redis-c1-get', base, 'rps'):.1f}x {base}")
 if sys.argv[3] != "1":
@@ -143,9 +148,9 @@ open(sys.argv[2], "w").write("\n".join(out) + "\n")
 print("\n".join(out))
 EOF
 if command -v gnuplot > /dev/null; then
-	awk -F, 'NR > 1 && $2 == "sockperf-64B" { print $1, $3, $4 }' "$csv" > "$tmp/sp.dat"
+	awk -F, 'NR > 1 && $2 == "sockperf-64B-epoll" { print $1, $3, $4 }' "$csv" > "$tmp/sp.dat"
 	gnuplot -e "set terminal png size 800,500; set output '$out/preload-rtt.png';
-		set title 'sockperf ping-pong, 64 B, median RTT per round (us)'; set xlabel 'round';
+		set title 'sockperf ping-pong, 64 B, epoll server, median RTT per round (us)'; set xlabel 'round';
 		set ylabel 'us'; set logscale y;
 		plot '< grep kernel $tmp/sp.dat' using 1:3 with linespoints title 'kernel TCP',
 		     '< grep zl $tmp/sp.dat' using 1:3 with linespoints title 'zl-run'" 2> /dev/null
