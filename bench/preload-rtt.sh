@@ -20,8 +20,9 @@
 # Writes OUT (default BUILD_DIR/preload-rtt): preload-rtt.csv (every run:
 # round,program,mode,median_us,p99_us,p999_us,max_us,rps,server_calls,
 # client_calls, per message), preload-rtt.md (medians over the rounds and
-# ratios) and preload-rtt.png (gnuplot, if installed). The ring's own floor
-# for comparison: zl-bench pingpong --url shm://x --size 64.
+# ratios) and preload-rtt.png (gnuplot, if installed). The ring's own floor,
+# in each round too: zl-bench pingpong --url shm://NAME --size 64 (program
+# ring-floor; the table gives each sockperf style's RTT over it).
 # Exit 0; 1 if a run failed; 2 usage or a missing program.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -41,7 +42,8 @@ case "$rounds$secs" in "" | *[!0-9]*) echo "preload-rtt: --rounds and --secs tak
 build=$(cd "$build" && pwd) || exit 2
 zlrun=$build/tools/zl-run
 out=${out:-$build/preload-rtt}
-for p in "$zlrun" sockperf redis-server redis-benchmark redis-cli; do
+zlbench=$build/tools/zl-bench
+for p in "$zlrun" "$zlbench" sockperf redis-server redis-benchmark redis-cli; do
 	command -v "$p" > /dev/null || { echo "preload-rtt: $p missing (scripts/install-deps.sh)" >&2; exit 2; }
 done
 mkdir -p "$out" || exit 2
@@ -75,13 +77,14 @@ failed=0
 sockperf_run() { # round mode style
 	local pre=() p; p=$(port)
 	[ "$2" = zl ] && pre=("$zlrun" --)
-	ZL_LOG=warn counted srv "${pre[@]}" taskset -c 1 sockperf server --tcp -F "$3" -i 127.0.0.1 -p "$p" \
+	echo "T:127.0.0.1:$p" > "$tmp/feed" # (-F takes its sockets from a file)
+	ZL_LOG=warn counted srv "${pre[@]}" taskset -c 1 sockperf server -f "$tmp/feed" -F "$3" \
 		> /dev/null 2>&1 &
 	local spid=$!
 	sleep 1
 	ZL_LOG=warn counted cli "${pre[@]}" taskset -c 0 sockperf ping-pong --tcp -i 127.0.0.1 -p "$p" \
 		-t "$secs" -m 64 --full-rtt > "$tmp/sp.out" 2>&1
-	pkill -INT -f "sockperf server --tcp -F $3 -i 127.0.0.1 -p $p\$"; reap "$spid"
+	pkill -INT -f "sockperf server -f $tmp/feed -F $3\$"; reap "$spid"
 	local med p99 p999 max n
 	med=$(awk '/percentile 50.000/ { print $NF }' "$tmp/sp.out")
 	p99=$(awk '/percentile 99.000/ { print $NF }' "$tmp/sp.out")
@@ -114,7 +117,18 @@ redis_run() { # round mode
 	echo "$1,redis-c1-get,$2,$avg,,,,$rps,$(per "$(calls srv)" 200000),$(per "$(calls cli)" 200000)" >> "$csv"
 }
 
+floor_run() { # round: the bare ring, 64 B round trips (pinned as above)
+	"$zlbench" pingpong --url "shm://zlrtt$$" --size 64 > "$tmp/floor.out" 2>&1
+	local med p99 p999 max
+	read -r med p99 p999 max < <(awk '$1 == 64 && NF >= 5 { print $2, $3, $4, $5 }' "$tmp/floor.out")
+	if [ -z "${med:-}" ]; then
+		echo "preload-rtt: zl-bench pingpong failed" >&2; failed=1; return
+	fi
+	echo "$1,ring-floor,zl,$med,$p99,$p999,$max,,," >> "$csv"
+}
+
 for r in $(seq 1 "$rounds"); do
+	floor_run "$r"
 	for st in epoll poll select recvfrom; do
 		for m in kernel zl; do sockperf_run "$r" "$m" "$st"; done
 	done
@@ -139,7 +153,9 @@ for prog, col, unit in tuple((f"sockperf-64B-{s}", "median_us", "us RTT") for s 
 out.append("")
 for s in styles:
     p = f"sockperf-64B-{s}"
-    out.append(f"sockperf RTT ({s} server): zl {med(p, 'kernel', 'median_us') / med(p, 'zl', 'median_us'):.1f}x faster than kernel TCP")
+    out.append(f"sockperf RTT ({s} server): zl {med(p, 'kernel', 'median_us') / med(p, 'zl', 'median_us'):.1f}x faster than kernel TCP, "
+               f"{med(p, 'zl', 'median_us') / med('ring-floor', 'zl', 'median_us'):.2f}x the ring's own round trip "
+               f"({med('ring-floor', 'zl', 'median_us'):.2f} us, zl-bench pingpong shm 64 B)")
 for base in ("kernel", "unix"):
     out.append(f"redis -c1 GET: zl {med('redis-c1-get', 'zl', 'rps') / med('redis-c1-get', base, 'rps'):.1f}x {base}")
 if sys.argv[3] != "1":
