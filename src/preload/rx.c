@@ -319,6 +319,14 @@ static ssize_t recv_locked(struct zsock *z, const struct iovec *iov, int n, stru
 						z->o->reset_told = true;
 					return -1;
 				}
+				if (all && z->is_unix) {
+					/* a Unix MSG_WAITALL read that got bytes takes
+					 * the socket's error with them, untold
+					 * (unix_stream_read_generic: sock_error) */
+					if (errno == ECONNRESET && zp_peer_reset(z))
+						z->o->reset_told = true;
+					return (ssize_t)got;
+				}
 				zp_hold_kerr(z, errno);
 				return (ssize_t)got;
 			}

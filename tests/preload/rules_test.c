@@ -429,12 +429,25 @@ static int unix_reset_after_way_back(struct ctx *x, int waitall)
 	TRY(rc);
 	TRY(recv_fd(x->c, b, &got));
 	close(got);
+	if (waitall == 2) { /* our fd, unread too: our sends go back as well */
+		CHECK(!pipe2(p, O_CLOEXEC), "pipe2: %s", errname(errno));
+		rc = send_fd(x->c, p[1], 'E');
+		close(p[0]);
+		close(p[1]);
+		TRY(rc);
+	}
 	EXPECT_RET(write(x->s, "tail", 4), 4);
 	TRY(wait_for(x->c, POLLIN, "the bytes after the fd"));
 	close_fd(&x->s); /* ("unread" unread) */
 	TRY(wait_for(x->c, POLLERR, "the reset"));
 	if (waitall) {
 		EXPECT_RET(recv(x->c, b, sizeof b, MSG_WAITALL), 4);
+		if (waitall == 2) { /* the error went with the bytes */
+			int err = -1;
+			TRY(so_error(x->c, &err));
+			CHECK(err == 0, "SO_ERROR after the MSG_WAITALL read: %s, want 0",
+			      errname(err));
+		}
 	} else {
 		EXPECT_RET(recv(x->c, b, sizeof b, MSG_DONTWAIT), 4);
 		EXPECT_ERR(recv(x->c, b, sizeof b, MSG_DONTWAIT), ECONNRESET);
@@ -451,6 +464,14 @@ static int case_unix_reset_after_way_back(struct ctx *x)
 static int case_unix_reset_after_way_back_waitall(struct ctx *x)
 {
 	return unix_reset_after_way_back(x, 1);
+}
+
+/* The same with our sends back on the kernel stream too, so that the
+ * kernel socket learns the reset as well: the MSG_WAITALL read takes it,
+ * and SO_ERROR then says nothing. */
+static int case_unix_waitall_takes_kernel_reset(struct ctx *x)
+{
+	return unix_reset_after_way_back(x, 2);
 }
 
 /* The peer shut its sending side on the ring, then our fd (Unix) or
@@ -574,6 +595,7 @@ static const struct test tests[] = {
 	{ "shut_rd_fd_pass_shut_wr_hangs_up", case_shut_rd_fd_pass_shut_wr_hangs_up },
 	{ "unix_reset_after_way_back", case_unix_reset_after_way_back },
 	{ "unix_reset_after_way_back_waitall", case_unix_reset_after_way_back_waitall },
+	{ "unix_waitall_takes_kernel_reset", case_unix_waitall_takes_kernel_reset },
 	{ "eof_after_way_back_polls_in", case_eof_after_way_back_polls_in },
 	{ "fionread_counts_all", case_fionread_counts_all },
 	{ "peek_sees_fds_ahead", case_peek_sees_fds_ahead },
