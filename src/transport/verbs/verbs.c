@@ -76,6 +76,8 @@
 #define QP_TIMEOUT_EXP 14
 #define QP_RETRIES 7
 #define QP_TIMEOUT_US ((int64_t)4096 * (1 << QP_TIMEOUT_EXP) / 1000)
+/* zl_close's wait for its last writes, at most (drain_sq) */
+#define DRAIN_CAP_US 10000000
 
 #define SQ_DEPTH 128
 #define RQ_DEPTH 512   /* split: one receive per record in flight */
@@ -836,7 +838,8 @@ static int os_post(struct rd_chan *v, struct ibv_send_wr *wr);
  * the transport's own retry budget, QP_TIMEOUT_US a try and QP_RETRIES
  * retries, after which RC itself fails the queue pair): a fixed bound
  * shorter than a recovery from lost packets would lose the stream's tail
- * on a slow or lossy link. Not for a peer that is gone (its end of the
+ * on a slow or lossy link. 10 s in all at most (a peer that acknowledges
+ * slowly on purpose); not at all for a peer that is gone (its end of the
  * side connection, looked at every millisecond): the WRITE would only
  * retry. */
 static void drain_sq(struct rd_chan *v)
@@ -850,13 +853,14 @@ static void drain_sq(struct rd_chan *v)
 		return;
 	const int64_t budget = (QP_RETRIES + 1) * QP_TIMEOUT_US + 100000;
 	int64_t start = zl_now_us(), look = start + 1000, deadline = start + budget;
+	const int64_t cap = start + DRAIN_CAP_US; /* (a peer that acks slowly) */
 	lock(v);
 	uint64_t seen = v->completed;
 	while (v->completed < v->os_target && !reap(v) && !v->qp_failed) {
 		int64_t now = zl_now_us();
 		if (v->completed != seen) { /* progress: the budget starts again */
 			seen = v->completed;
-			deadline = now + budget;
+			deadline = now + budget < cap ? now + budget : cap;
 		}
 		if (now >= deadline)
 			break;
