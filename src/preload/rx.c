@@ -205,8 +205,14 @@ static size_t kernel_after_ring(struct zsock *z, const struct iovec *iov, int n,
 	if (cm)
 		cm->msg_controllen = cap;
 	ssize_t r = kernel_read(z, iov, n, got, max, flags & MSG_PEEK, cm);
-	if (r < 0)
+	if (r < 0 && z->is_unix && (flags & MSG_WAITALL) && !(flags & MSG_PEEK)) {
+		/* (a Unix MSG_WAITALL read takes the error with its bytes, as
+		 * recv_locked's kernel path does) */
+		if (errno == ECONNRESET && zp_peer_reset(z))
+			z->o->reset_told = true;
+	} else if (r < 0) {
 		zp_hold_kerr(z, errno); /* (got bytes: the error is the next call's) */
+	}
 	if (cm && r <= 0)
 		cm->msg_controllen = 0;
 	if (r > 0 && !(flags & MSG_PEEK))

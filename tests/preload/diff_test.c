@@ -677,10 +677,11 @@ static void show(char *b, size_t n, const struct step *s)
  *    report lacked (the peer's shutdown or close shows so), bytes (or an
  *    urgent byte, fds) the peer sent while the socket is readable, or room
  *    after one of our sends found none (EAGAIN or a short count);
+ *  - no edge where nothing at all happened since this end's last wait;
  *  - the ready pipes beside it are all reported, as by the kernel.
  * Other edges are optional: either trace may have them. --strict-et
  * compares the kernel's edges one for one instead (bench/preload-diff.sh
- * counts both).
+ * takes it too).
  */
 static bool g_strict_et;
 
@@ -713,7 +714,19 @@ static bool et_required(const struct step *t, int i)
 	       (we_filled && (lvl & EPOLLOUT));
 }
 
-/* One trace's epoll_wait(ET) at step i keeps the promise. */
+/* A call that changes nothing on either end: a look, or a call on an end
+ * already closed (-9: not made) */
+static bool passive(const struct step *s)
+{
+	return s->c.op == O_POLL || s->c.op == O_SELECT || s->c.op == O_EPOLL_LT ||
+	       s->c.op == O_EPOLL_ET || s->c.op == O_FIONREAD || s->c.op == O_ATMARK ||
+	       s->r.ret == -9;
+}
+
+/* One trace's epoll_wait(ET) at step i keeps the promise: a true report,
+ * one where an edge is owed, and none where nothing at all happened since
+ * this end's last wait (only looks between: a report there would wake an
+ * edge-triggered program for nothing, over and over). */
 static bool et_kept(const struct step *t, int i)
 {
 	const struct res *r = &t[i].r;
@@ -721,6 +734,10 @@ static bool et_kept(const struct step *t, int i)
 		return true; /* (its errno is compared) */
 	if (r->ev && r->ev != r->lvl)
 		return false;
+	if (r->ev)
+		for (int j = i - 1; j >= 0 && t[j].c.op != C_CONNECT && passive(&t[j]); j--)
+			if (t[j].side == t[i].side && t[j].c.op == O_EPOLL_ET)
+				return false;
 	return r->ev || !et_required(t, i);
 }
 

@@ -500,14 +500,17 @@ static int case_reset_on_kernel_wakes_et(struct ctx *x)
 	int sent = (int)send(x->s, "late", 4, MSG_NOSIGNAL);
 	int waited = wait_for(x->c, POLLERR, "the reset");
 	int soe = so_error(x->c, &err);
-	int after = epoll_wait(ep, got, 4, 0);
+	int after = epoll_wait(ep, got, 4, 0), later = epoll_wait(ep, got + 1, 3, 0);
 	close(ep);
 	CHECK(rc == 0, "epoll_ctl: %s", errname(errno));
 	CHECK(first == 1 && again == 0, "before the reset: %d then %d reports, want 1 then 0", first,
 	      again);
 	CHECK(sent == 4 && waited == 0 && soe == 0 && err == ECONNRESET,
 	      "the peer's send %d, the reset: SO_ERROR %s", sent, errname(err));
-	CHECK(after == 1, "after the reset (its error read): %d reports, want 1", after);
+	CHECK(after == 1 && (got[0].events & (EPOLLHUP | EPOLLOUT)) == (EPOLLHUP | EPOLLOUT),
+	      "after the reset (its error read): %d reports (0x%x), want 1 with HUP and OUT", after,
+	      after == 1 ? got[0].events : 0u);
+	CHECK(later == 0, "then %d reports, want none: nothing new", later);
 	return 0;
 }
 

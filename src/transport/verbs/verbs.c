@@ -834,9 +834,10 @@ static int os_post(struct rd_chan *v, struct ibv_send_wr *wr);
  * and a process that exits right after zl_close would lose them (as TCP's
  * close does not: the kernel keeps sending). One signaled 0-byte WRITE;
  * RC completes in order, so its completion covers every request before
- * it. We wait for it while the queue makes progress (a completion within
- * the transport's own retry budget, QP_TIMEOUT_US a try and QP_RETRIES
- * retries, after which RC itself fails the queue pair): a fixed bound
+ * it. We wait for it while the queue makes progress (a completion, of the
+ * requests signaled now and then, within the transport's own retry
+ * budget, QP_TIMEOUT_US a try and QP_RETRIES retries, after which RC
+ * itself fails the queue pair): a fixed bound
  * shorter than a recovery from lost packets would lose the stream's tail
  * on a slow or lossy link. 10 s in all at most (a peer that acknowledges
  * slowly on purpose); not at all for a peer that is gone (its end of the
@@ -844,7 +845,10 @@ static int os_post(struct rd_chan *v, struct ibv_send_wr *wr);
  * retry. */
 static void drain_sq(struct rd_chan *v)
 {
-	if (!v->qp || v->qp_failed || v->rc.peer_closed || sock_gone(v))
+	/* (nor for a channel closed without lingering: a server dropping a
+	 * stuck client must not wait on it) */
+	if (!v->qp || v->qp_failed || v->rc.peer_closed || v->rc.err || v->rc.base.no_linger ||
+	    sock_gone(v))
 		return;
 	struct ibv_send_wr wr = { .opcode = IBV_WR_RDMA_WRITE };
 	wr.wr.rdma.remote_addr = v->peer.ctl_addr;
@@ -856,7 +860,7 @@ static void drain_sq(struct rd_chan *v)
 	const int64_t cap = start + DRAIN_CAP_US; /* (a peer that acks slowly) */
 	lock(v);
 	uint64_t seen = v->completed;
-	while (v->completed < v->os_target && !reap(v) && !v->qp_failed) {
+	while (v->completed < v->os_target && !reap(v)) {
 		int64_t now = zl_now_us();
 		if (v->completed != seen) { /* progress: the budget starts again */
 			seen = v->completed;
@@ -873,7 +877,9 @@ static void drain_sq(struct rd_chan *v)
 				break;
 			look = now + 1000;
 		}
+		unlock(v); /* (not held asleep: another thread's look spins on it) */
 		usleep(100);
+		lock(v);
 	}
 	unlock(v);
 }
