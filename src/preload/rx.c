@@ -187,6 +187,20 @@ static size_t peek_past_wakes(struct zsock *z, const struct iovec *iov, int n, s
 	return r > 0 && (uint64_t)r > due ? (size_t)((uint64_t)r - due) : 0;
 }
 
+/* A kernel read failed with err after this call got bytes: the error is
+ * the next call's (held), except that a Unix MSG_WAITALL read takes it
+ * with its bytes, untold (unix_stream_read_generic: sock_error); the reset
+ * we play is then told. */
+static void error_after_bytes(struct zsock *z, int flags, int err)
+{
+	if (z->is_unix && (flags & MSG_WAITALL) && !(flags & MSG_PEEK)) {
+		if (err == ECONNRESET && zp_peer_reset(z))
+			z->o->reset_told = true;
+		return;
+	}
+	zp_hold_kerr(z, err);
+}
+
 /*
  * After the ring's last bytes, what the kernel stream has now, in the same
  * call, as the kernel's one queue would give it (with its control data,
@@ -205,14 +219,8 @@ static size_t kernel_after_ring(struct zsock *z, const struct iovec *iov, int n,
 	if (cm)
 		cm->msg_controllen = cap;
 	ssize_t r = kernel_read(z, iov, n, got, max, flags & MSG_PEEK, cm);
-	if (r < 0 && z->is_unix && (flags & MSG_WAITALL) && !(flags & MSG_PEEK)) {
-		/* (a Unix MSG_WAITALL read takes the error with its bytes, as
-		 * recv_locked's kernel path does) */
-		if (errno == ECONNRESET && zp_peer_reset(z))
-			z->o->reset_told = true;
-	} else if (r < 0) {
-		zp_hold_kerr(z, errno); /* (got bytes: the error is the next call's) */
-	}
+	if (r < 0)
+		error_after_bytes(z, flags, errno);
 	if (cm && r <= 0)
 		cm->msg_controllen = 0;
 	if (r > 0 && !(flags & MSG_PEEK))
@@ -325,15 +333,7 @@ static ssize_t recv_locked(struct zsock *z, const struct iovec *iov, int n, stru
 						z->o->reset_told = true;
 					return -1;
 				}
-				if (all && z->is_unix) {
-					/* a Unix MSG_WAITALL read that got bytes takes
-					 * the socket's error with them, untold
-					 * (unix_stream_read_generic: sock_error) */
-					if (errno == ECONNRESET && zp_peer_reset(z))
-						z->o->reset_told = true;
-					return (ssize_t)got;
-				}
-				zp_hold_kerr(z, errno);
+				error_after_bytes(z, flags, errno);
 				return (ssize_t)got;
 			}
 			if (r == 0) {
